@@ -14,8 +14,8 @@ from typing import Any
 
 from auditor.diff.directions import depends_on_popularity
 from auditor.diff.id_mappings import id_mapping_flags
-from auditor.diff.rules import (accuracy_flags, catalogue_flags, comparable_notes, index_flags, resampling_flags,
-                                sample_flags)
+from auditor.diff.notes import comparable_notes
+from auditor.diff.rules import accuracy_flags, catalogue_flags, index_flags, resampling_flags, sample_flags
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry
 from auditor.protocol import POPULATION, POPULATION_KEYS, SERVED_LISTS_APART, of_model_lists, of_served_lists
