@@ -241,15 +241,26 @@ def _pairs_caption(summary: BatchSummary) -> str:
 
 
 def _notes_caption(summary: BatchSummary) -> str:
-    """Diff's notes on the row pairs (:attr:`SummaryRow.pair_notes`: another training log,
-    other cut-offs; the changes are stated, to be read with them), each pair once, named in
-    diff's order, BASE vs NEW (pairs with the same notes said together); "" when diff notes nothing."""
-    pairs: dict[str, list[str]] = {}
+    """Diff's notes on the row pairs that bear on a change the table states
+    (:attr:`SummaryRow.caption_notes`: another training log, another number of queries; the
+    change is stated, to be read with them), each note once, in diff's words with the pairs
+    it concerns in place of its values (``inputs.interactions differs in row 3 vs row 4 (a vs
+    b), row 4 vs row 6 (b vs a): another training log: ...``, pairs in diff's order, BASE vs
+    NEW); the notes on a change of ρ (the reference itself: another log, another catalogue)
+    before those on the head share's alone (queries, samples), else in order of first
+    appearance; "" when none."""
+    said: dict[tuple[str, str], list[str]] = {}
+    on_rho: set[tuple[str, str]] = set()
     for before, s in zip(summary.order, summary.order[1:]):
-        if s.pair_notes:
-            pairs.setdefault("; ".join(s.pair_notes), []).append(f"row {before.row} vs row {s.row}")
-    said = " ".join(f"{', '.join(at)}: {notes}." for notes, at in pairs.items())
-    return f"Noted, as in popaudit diff: {said}" if said else ""
+        for note in s.caption_notes:
+            key = (note.subject, note.effect)
+            values = f" ({note.values})" if note.values else ""
+            said.setdefault(key, []).append(f"row {before.row} vs row {s.row}{values}")
+            on_rho.update([key] if "spearman" in note.changes else [])
+    ordered = sorted(said, key=lambda key: key not in on_rho)  # stable
+    text = " ".join(f"{subject} in {', '.join(said[subject, effect])}" + (f": {effect}." if effect else ".")
+                    for subject, effect in ordered)
+    return f"Noted, as in popaudit diff: {text}" if text else ""
 
 
 def _order_caption(summary: BatchSummary, *lead: str) -> str:
