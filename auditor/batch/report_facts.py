@@ -61,6 +61,8 @@ def stated_notes(notes: tuple[Note, ...], stated: dict[str, FlatEntry | None]) -
     kept = ((n, tuple(c for c, e in stated.items() if e is not None and n.concerns(e))) for n in notes
             if n.subject not in named)
     return tuple(PairNote(n.subject, n.values, n.effect, changes) for n, changes in kept if changes)
+
+
 Entries = dict[str, FlatEntry | None]
 """The origin of each followed column (None: no flat name, e.g. ``seconds``)."""
 Apart = dict[str, dict[int, tuple[str, ...]]]
