@@ -38,7 +38,7 @@ def mitigate_facts(inputs: AuditInputs) -> dict[str, Any]:
 
 def inputs_section(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | None,
             population: QueryPopulation | None) -> Inputs:
-    from auditor.loading.fingerprint import mapping_fingerprint
+    from auditor.loading.fingerprint import in_order_ids, mapping_fingerprint
 
     policy = config.row_ids
     assumed = bundle.item_ids is None and policy.offset is None and stats is not None and not stats.from_checkpoint
@@ -54,9 +54,10 @@ def inputs_section(bundle: ModelBundle, config: AuditConfig, stats: ItemStats | 
         item_ids=str(config.item_ids) if config.item_ids else None,
         n_users=None if stats is None else stats.n_users,
         n_unmapped_interactions=0 if stats is None else stats.n_unmapped,
-        item_id_mapping=describe_mapping("item", bundle.item_ids_source, policy),
+        item_id_mapping=describe_mapping("item", bundle.item_ids_source, policy, in_order_ids(bundle.item_ids)),
         user_id_mapping=(
-            describe_mapping("user", bundle.user_ids_source, policy) if bundle.user_table is not None else None
+            describe_mapping("user", bundle.user_ids_source, policy, in_order_ids(bundle.user_ids))
+            if bundle.user_table is not None else None
         ),
         item_id_fingerprint=mapping_fingerprint(bundle.item_ids, bundle.n_items, policy.shift),
         user_id_fingerprint=(

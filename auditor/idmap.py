@@ -34,11 +34,19 @@ FRAMEWORK_ROWS: dict[str, str] = {
 """How frameworks that number rows themselves did it, where their files do not say
 (``ModelBundle.format`` -> the sentence the id error gives instead of guessing an offset)."""
 
+IN_ORDER_CLAUSE = " (the rows audited hold the ids {first}..{last} in order: row = raw {what} id − {first})"
+"""What :func:`describe_mapping` adds where the ids a table's rows hold are N..last in row
+order: the rule of rows taken as ids (``--id-offset N``) for every id, whatever the size."""
 
-def describe_mapping(what: str, ids_source: str | None, policy: RowIdPolicy) -> str:
-    """One line for the report: how raw ``what`` ids were mapped to table rows."""
+
+def describe_mapping(what: str, ids_source: str | None, policy: RowIdPolicy,
+                     in_order: tuple[int, int] | None = None) -> str:
+    """One line for the report: how raw ``what`` ids were mapped to table rows; ``in_order``:
+    the ids N..last the table's rows hold, in row order (the rule row = id − N, which
+    ``diff`` compares as rows taken as ids are compared: :data:`IN_ORDER_CLAUSE`)."""
     if ids_source is not None:
-        return f"{what} rows mapped through {ids_source}"
+        clause = "" if in_order is None else IN_ORDER_CLAUSE.format(what=what, first=in_order[0], last=in_order[1])
+        return f"{what} rows mapped through {ids_source}{clause}"
     if policy.offset is not None:
         return f"{what} table row = raw {what} id − {policy.offset} ({setting('id_offset')} {policy.offset})"
     told = f", {setting('assume_row_ids')}" if policy.assume_row_ids else ""

@@ -2,7 +2,8 @@
 model audited against another training log moved Spearman's rho by -0.33 and the row-by-row
 table showed the change bare, while ``popaudit diff`` of the two reports notes "another
 training log: popularity, the reference of most figures, may differ". The change is still
-stated (diff compares it); the caption now says diff's notes, in diff's words, once per pair."""
+stated (diff compares it); the caption now says diff's notes, in diff's words, with the pairs
+they concern (QA12 scale N4: each note once, on a change the table states)."""
 
 from __future__ import annotations
 
@@ -85,7 +86,9 @@ def test_every_format_says_the_note_once_for_its_pair(three_rows: dict[str, Any]
     from auditor.report.markdown import markdown_text
 
     summary = summarise(three_rows["table"])
-    note = next(n for n in summary.order[2].pair_notes if n.startswith("inputs.interactions differs ("))
+    note = next(n for n in summary.order[2].caption_notes if n.subject == "inputs.interactions differs")
+    said = f"{note.subject} in row 1 vs row 3 ({note.values}): {note.effect}."
+    assert f"{note.subject} ({note.values}): {note.effect}" in summary.order[2].pair_notes  # diff's words
     buffer = io.StringIO()
     console = Console(file=buffer, width=400, color_system=None)
     for renderable in summary_console(summary, n_resumed=0, output=Path("r.parquet")):
@@ -94,13 +97,14 @@ def test_every_format_says_the_note_once_for_its_pair(three_rows: dict[str, Any]
              "markdown": markdown_text(batch_document(summary), None).replace("\\_", "_")}
     for where, text in pages.items():
         flat = " ".join(text.split())
-        assert flat.count(f"row 1 vs row 3: {note}") == 1, where  # before: no note at all
+        assert flat.count(said) == 1, where  # before: no note at all
         assert "row 0 vs row 1:" not in flat, where  # one log: diff notes nothing
 
 
 def test_the_models_note_is_left_to_the_rows_model_column(tmp_path: Path) -> None:
     """Two models against one log: diff's "inputs.model differs: another model" is what each
-    row's model cell says already; the summary does not repeat it on every pair."""
+    row's model cell says already; the caption does not repeat it on every pair (the JSON
+    keeps it, as diff's notes)."""
     from auditor.batch.summary import summarise
     from auditor.diff import diff_reports
     from diff_samples import biased_table_report
@@ -112,4 +116,5 @@ def test_the_models_note_is_left_to_the_rows_model_column(tmp_path: Path) -> Non
     table = pa.table({"row": [0, 1], "status": [STATUS_OK] * 2, "model": ["items.npy", "other.npy"],
                       "error": [None, None], "spearman": [base["frequency_norm"]["spearman"]] * 2,
                       "report_json": [json.dumps(base), json.dumps(new)]})
-    assert summarise(table).order[1].pair_notes == ()
+    pair = summarise(table).order[1]
+    assert pair.caption_notes == () and pair.pair_notes == diff_reports(base, new).notes

@@ -56,7 +56,8 @@ def test_the_offset_maps_the_user_rows_beside_an_item_id_file(tmp_path: Path) ->
     assert code == 1 and "pass --id-offset 1 instead" in output  # the advice ...
     code, _, report = _run(model, "--interactions", log, "--item-ids", ids, "--id-offset", "1")  # ... now works
     assert code == 0 and report is not None
-    assert report["inputs"]["item_id_mapping"] == f"item rows mapped through --item-ids {ids}"
+    assert report["inputs"]["item_id_mapping"] == (f"item rows mapped through --item-ids {ids} (the rows audited hold the "
+                                                   f"ids 100..{100 + N - 1} in order: row = raw item id − 100)")
     assert report["inputs"]["user_id_mapping"] == "user table row = raw user id − 1 (--id-offset 1)"
     assert report["frequency_norm"]["spearman"] == pytest.approx(1.0)
     assert report["retrieval"]["population"]["n_queries"] == USERS

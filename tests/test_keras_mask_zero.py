@@ -75,7 +75,8 @@ def test_the_mask_row_is_left_out(tmp_path: Path) -> None:
     assert report["frequency_norm"]["spearman"] == pytest.approx(-0.3171088710908308, abs=1e-9)
     assert report["inputs"]["n_items"] == 80 and report["retrieval"]["population"]["n_user_rows"] == 60
     assert report["inputs"]["item_id_mapping"] == ("item rows mapped through Keras's mask_zero=True on layer "
-                                                   "`item_embedding` (row = id; row 0, the mask index, left out)")
+                                                   "`item_embedding` (row = id; row 0, the mask index, left out) (the "
+                                                   "rows audited hold the ids 1..80 in order: row = raw item id − 1)")
     assert not any("--id-offset" in w for w in report["warnings"])  # the advice that shifted every item
     code, output, _ = _audit(model, log, "--id-offset", "1")
     assert code == 1 and "mapped through Keras's mask_zero=True on layer `item_embedding`" in output

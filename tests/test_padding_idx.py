@@ -88,7 +88,9 @@ def test_a_recorded_padding_row_is_no_item(tmp_path: Path, how: str, what: str) 
     assert report["frequency_norm"]["n_items"] == N_ITEMS and report["frequency_norm"]["n_cold"] == int((freq[1:] == 0).sum())
     assert report["frequency_norm"]["spearman"] == pytest.approx(mine, abs=1e-9)
     assert report["inputs"]["item_id_mapping"] == (f"item rows mapped through {what}'s nn.Embedding(padding_idx=0) on "
-                                                   "`item_embedding` (row = id; row 0, the padding index, left out)")
+                                                   "`item_embedding` (row = id; row 0, the padding index, left out) "
+                                                   f"(the rows audited hold the ids 1..{N_ITEMS} in order: row = raw "
+                                                   "item id − 1)")
     assert not any("all-zero row" in w for w in report["warnings"]), report["warnings"]
 
 

@@ -14,9 +14,11 @@ import pyarrow as pa
 
 from auditor.diff.comparability import comparability_notes, comparability_view
 from auditor.diff.compare import figures_apart
+from auditor.diff.notes import Note
 from auditor.errors import ReportError
 from auditor.flat import FlatEntry, gateable_entries, report_as_read
 from auditor.protocol import report_population
+from auditor.report.batch_rows import PairNote
 
 class _ReportFacts(NamedTuple):
     """What the summary reads from one row's JSON report."""
@@ -39,15 +41,28 @@ class _ReportFacts(NamedTuple):
     (docs/measures.md, "A K that holds every candidate"), so the summary quotes no ratio there."""
     notes_base: int | None = None
     """The earlier row :attr:`notes` compare this row with (the previous row with a report)."""
-    notes: tuple[str, ...] = ()
+    notes: tuple[Note, ...] = ()
     """Diff's notes between that row's report and this one's (another training log, other
-    cut-offs, ...: differences that leave the figures comparable), but the model's, which
-    the summary's tables name in each row (:data:`SHOWN_SETTINGS`)."""
+    cut-offs, ...: differences that leave the figures comparable)."""
 
 
 _NO_FACTS = _ReportFacts(None, None, None, {})
 SHOWN_SETTINGS = ("inputs.model",)
 """Settings each row of the summary names itself: diff's notes on them are not repeated."""
+
+
+def stated_notes(notes: tuple[Note, ...], stated: dict[str, FlatEntry | None]) -> tuple[PairNote, ...]:
+    """The notes the row-by-row caption repeats for a row pair (QA12 scale N4): those that bear
+    on a change the row states (``stated``: each column whose change it states, Spearman's rho
+    or the head-share ratio, and its origin), each with those columns; not a setting each row
+    names itself (:data:`SHOWN_SETTINGS`). The others (other cut-offs, a section only one
+    report measured, accuracy, a setting of a change not stated) touch no change shown."""
+    named = tuple(f"{setting} differs" for setting in SHOWN_SETTINGS)
+    kept = ((n, tuple(c for c, e in stated.items() if e is not None and n.concerns(e))) for n in notes
+            if n.subject not in named)
+    return tuple(PairNote(n.subject, n.values, n.effect, changes) for n, changes in kept if changes)
+
+
 Entries = dict[str, FlatEntry | None]
 """The origin of each followed column (None: no flat name, e.g. ``seconds``)."""
 Apart = dict[str, dict[int, tuple[str, ...]]]
@@ -86,9 +101,7 @@ def _report_facts(table: pa.Table, followed: Collection[str]) -> tuple[dict[int,
             last[metric] = view
         out[row] = _row_facts(report)
         if view and previous is not None:
-            notes = comparability_notes(previous[1], view)
-            shown = tuple(n for n in notes if not n.startswith(tuple(f"{s} differs (" for s in SHOWN_SETTINGS)))
-            out[row] = out[row]._replace(notes_base=previous[0], notes=shown)
+            out[row] = out[row]._replace(notes_base=previous[0], notes=comparability_notes(previous[1], view))
         previous = (row, view) if view else previous
     return out, entries, apart
 

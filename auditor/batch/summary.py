@@ -30,7 +30,7 @@ from auditor.batch.rank_by import RankSense, did_you_mean, rank_sense
 from auditor.errors import InputError
 from auditor.harm import served_ks
 from auditor.metrics.correlations import kendall_tau_test
-from auditor.batch.report_facts import _NO_FACTS, Apart, _recall_at, _report_facts, _ReportFacts
+from auditor.batch.report_facts import _NO_FACTS, Apart, Entries, _recall_at, _report_facts, _ReportFacts, stated_notes
 from auditor.protocol import POPULATION, POPULATION_KEYS
 from auditor.report.batch_rows import BatchSummary, SummaryRow, Trend
 from auditor.result import SEVERITIES
@@ -84,7 +84,7 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
     for r in ok:  # a saturated K's ratio measures no harm: no K choice, cell, change or trend uses it
         r.update({f"head_share_1pct_ratio@{k}": None for k in facts.get(r["row"], _NO_FACTS).saturated})
     shared_k, own_k = _head_ratio_ks(table, ok)
-    order = _order(ok, rank_by, shared_k, own_k, facts, apart_from)
+    order = _order(ok, rank_by, shared_k, own_k, facts, apart_from, entries)
     sense = rank_sense(rank_by)
     head = None if shared_k is None else f"head_share_1pct_ratio@{shared_k}"
     trends, reasons = [], []
@@ -112,10 +112,11 @@ def summarise(table: pa.Table, *, rank_by: str = "spearman", checked: bool = Fal
 
 
 def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: dict[int, int],
-           facts: dict[int, _ReportFacts], apart_from: Apart) -> list[SummaryRow]:
+           facts: dict[int, _ReportFacts], apart_from: Apart, entries: Entries) -> list[SummaryRow]:
     """The ok rows in manifest order, each with its figures at the summary's K (the shared
-    one, else its own) and the changes from the previous row (:func:`_change`; the head
-    share's at the same K only)."""
+    one, else its own), the changes from the previous row (:func:`_change`; the head
+    share's at the same K only) and diff's notes on the pair (those on a stated change
+    repeated in the caption: :func:`~auditor.batch.report_facts.stated_notes`)."""
     order: list[SummaryRow] = []
     for r in ok:
         fact = facts.get(r["row"], _NO_FACTS)
@@ -128,12 +129,15 @@ def _order(ok: list[dict[str, Any]], rank_by: str, shared_k: int | None, own_k: 
         spearman = _change(apart_from, "spearman", r["row"], r.get("spearman"), before.spearman if before else None)
         head = _change(apart_from, f"head_share_1pct_ratio@{k}", r["row"], share,
                        before.head_share if before is not None and before.k == k else None)
+        notes = fact.notes if before is not None and fact.notes_base == before.row else ()
+        changes = (("spearman", spearman), (f"head_share_1pct_ratio@{k}", head))
+        stated = {name: entries.get(name) for name, change in changes if change.delta is not None}
         order.append(SummaryRow(
             row=r["row"], model=r["model"], label=r.get("label"), severity=r.get("verdict_severity"),
             spearman=r.get("spearman"), head_share=share, rank_value=r.get(rank_by),
             delta_spearman=spearman.delta, spearman_apart=_said(spearman.apart),
             delta_head_share=head.delta, pair_apart=_said(tuple(dict.fromkeys(head.apart + spearman.apart))),
-            pair_notes=fact.notes if before is not None and fact.notes_base == before.row else (),
+            pair_notes=tuple(n.text for n in notes), caption_notes=stated_notes(notes, stated),
             ndcg=r.get(f"ndcg_dot@{k}") if k is not None else None,
             recall=r.get(f"recall_dot@{k}") if k is not None else None,
             recommended=fact.recommended, k=k, recommended_k=fact.recommended_k,

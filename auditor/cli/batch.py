@@ -218,7 +218,7 @@ def _report(outcome: BatchOutcome, manifest: Path, output: Path, *, rank_by: str
                      f"them changed or could not be checked ({shown}{more})", markup=False, highlight=False, soft_wrap=True)
     summary = summarise(outcome.table, rank_by=rank_by, checked=True)  # checked before the run
     document = batch_document(summary, title=f"popaudit batch: {manifest.name}", n_resumed=outcome.n_resumed,
-                              output=output)
+                              output=output, html=html_path)
     if not quiet:
         from rich.console import Console  # here: `popaudit --help` needs no rich
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from auditor.diff.directions import depends_on_popularity
 from auditor.diff.id_mappings import id_mapping_flags
-from auditor.diff.rules import (accuracy_flags, catalogue_flags, comparable_notes, index_flags, resampling_flags,
-                                sample_flags)
+from auditor.diff.notes import Note, comparable_notes
+from auditor.diff.rules import accuracy_flags, catalogue_flags, index_flags, resampling_flags, sample_flags
 from auditor.diff.served import served_vector_flags
 from auditor.flat import FlatEntry
 from auditor.protocol import POPULATION, POPULATION_KEYS, SERVED_LISTS_APART, of_model_lists, of_served_lists
@@ -58,7 +58,13 @@ Flag = tuple[Callable[[FlatEntry], bool], str]
 
 def comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag], list[SettingChange], list[str]]:
     """The flags (which figures a differing setting makes incomparable, and why), the
-    settings that differ and the notes (module docstring)."""
+    settings that differ and the notes in diff's words (module docstring)."""
+    flags, settings, notes = _judged(base, new)
+    return flags, settings, [note.text for note in notes]
+
+
+def _judged(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag], list[SettingChange], list[Note]]:
+    """:func:`comparability`, its notes in their parts (:class:`~auditor.diff.notes.Note`)."""
     flags: list[Flag] = []
     settings: list[SettingChange] = []
 
@@ -96,18 +102,25 @@ def comparability(base: dict[str, Any], new: dict[str, Any]) -> tuple[list[Flag]
     catalogue_flags(base, new, differs)
     ab, an = base.get("accuracy") or {}, new.get("accuracy") or {}
     if ab and an:
-        accuracy_flags(ab, an, differs, lambda e: e.section == "accuracy" or _named(e, HOLDOUT_MEASURES))
+        accuracy_flags(ab, an, differs, _held_out)
     # A setting row already names both values (inputs.n_items where a head cut moved): no note too.
-    notes = [n for n in comparable_notes(base, new) if not any(n.startswith(f"{s.setting} differs") for s in settings)]
+    notes = [n for n in comparable_notes(base, new, _held_out)
+             if not any(n.text.startswith(f"{s.setting} differs") for s in settings)]
     return flags, settings, notes
 
 
-def comparability_notes(base: dict[str, Any], new: dict[str, Any]) -> tuple[str, ...]:
+def _held_out(entry: FlatEntry) -> bool:
+    """A figure measured on the held-out set."""
+    return entry.section == "accuracy" or _named(entry, HOLDOUT_MEASURES)
+
+
+def comparability_notes(base: dict[str, Any], new: dict[str, Any]) -> tuple[Note, ...]:
     """Diff's notes for two reports (each as read, or its :func:`comparability_view`): the
     differences that leave the shared figures comparable (another training log, other cut-offs,
-    ...), in diff's words; () where a report records nothing or is no popaudit report's structure."""
+    ...), each in its parts and with the figures it bears on (:class:`~auditor.diff.notes.Note`,
+    whose ``text`` is diff's words); () where a report records nothing or is no popaudit report's structure."""
     try:
-        return tuple(comparability(base, new)[2]) if base and new else ()
+        return tuple(_judged(base, new)[2]) if base and new else ()
     except (AttributeError, TypeError, ValueError, KeyError):
         return ()
 

@@ -9,7 +9,8 @@ under two file names are one mapping, a file rewritten in place with other ids a
 diffapi N2), and rows taken as ids (the ids 0..n−1, or N..n−1+N by ``--id-offset N``) the same
 mapping as an id file listing those ids in order (QA12 scale N2). Rows as ids by one rule on
 both sides are one mapping whatever the tables' sizes (row = id − N for every id: the
-catalogue's size is diff's ``inputs.n_items``). Else, for reports written before the
+catalogue's size is diff's ``inputs.n_items``), and so is an id list holding N, N+1, ... in
+row order, whose sentence says it is that rule (QA12 scale N3). Else, for reports written before the
 fingerprint, the recorded rule is compared, not its spelling (:func:`id_mapping`)."""
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ _ROWS_AS_IDS = re.compile(r"(item|user) table row = raw \1 id(?: − 0 \(id_offs
 """Rows taken as ids, assumed or by an offset of 0 (row = id − 0): one rule (QA11 diffapi N3)."""
 _BY_OFFSET = re.compile(r"(item|user) table row = raw \1 id(?: − -?\d+ \(id_offset -?\d+\))?")
 """A rule mapping every id alike whatever the table's size: rows as ids, or by an offset."""
+_IN_ORDER = re.compile(r" \(the rows audited hold the ids (?P<first>\d+)\.\.\d+ in order: row = raw (?:item|user) id − "
+                       r"(?P=first)\)$")
+"""An id list (a file, a checkpoint's) holding N..last in row order (auditor.idmap.IN_ORDER_CLAUSE):
+the rule row = id − N, one with rows taken as ids by that offset whatever the sizes (QA12 scale N3)."""
 
 
 def id_mapping(report: dict[str, Any], what: str) -> str | None:
@@ -50,6 +55,8 @@ def id_mapping(report: dict[str, Any], what: str) -> str | None:
     if not isinstance(said, str) or not said:
         return None if inputs.get(f"{what}_ids") is None else f"{what} rows mapped through {inputs[f'{what}_ids']}"
     said = _CLI_FLAG.sub(lambda m: m.group(1).replace("-", "_"), said).replace(", assume_row_ids", "")
+    if (in_order := _IN_ORDER.search(said)) is not None:  # ids N..last in row order: row = id − N, an offset rule
+        said = f"{what} table row = raw {what} id − {in_order['first']} (id_offset {in_order['first']})"
     if _ROWS_AS_IDS.fullmatch(said):
         return f"{what} table row = raw {what} id"
     for path, role in ((inputs.get("model"), "the model file"), (inputs.get("interactions"), "the training log")):

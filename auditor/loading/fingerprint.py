@@ -5,7 +5,8 @@ path, or recorded in a checkpoint, agree, and a holdout regenerated in place doe
 An id → row mapping's identity (``inputs.item_id_fingerprint``, ``user_id_fingerprint``) is
 SHA-256 over its raw ids in row order, each as text, hashed the same way (:func:`ids_fingerprint`);
 rows taken as ids (``--id-offset N``) are the ids N..n−1+N in row order (:func:`mapping_fingerprint`),
-so an id file listing them in order is the same mapping."""
+so an id file listing them in order is the same mapping; such ids are the offset rule itself,
+row = id − N for every id whatever the table's size (:func:`in_order_ids`)."""
 
 from __future__ import annotations
 
@@ -64,6 +65,28 @@ def ids_fingerprint(ids: np.ndarray | None) -> str | None:
     for part in _length_and_bytes(_as_text(np.asarray(ids))):
         digest.update(part)
     return FINGERPRINT_PREFIX + digest.hexdigest()
+
+
+def in_order_ids(ids: np.ndarray | None) -> tuple[int, int] | None:
+    """(N, last) where ``ids`` list N, N+1, ..., last in row order, N >= 0, each id as its
+    fingerprint reads it (its text: ``"07"`` is no 7): the mapping is then row = id − N,
+    the rule of rows taken as ids (``--id-offset N``), for every id. None otherwise."""
+    if ids is None or len(ids) == 0:
+        return None
+    ids = np.asarray(ids)
+    if np.issubdtype(ids.dtype, np.integer):
+        first = int(ids[0])
+        expected = np.arange(first, first + len(ids), dtype=np.int64)
+        same = first >= 0 and bool(np.array_equal(ids.astype(np.int64, copy=False), expected))
+    else:
+        text = _as_text(ids)
+        head, tail = text[0].as_py(), text[-1].as_py()
+        first = int(head) if isinstance(head, str) and head.isdigit() and head.isascii() else -1
+        same = first >= 0 and str(first) == head and tail == str(first + len(ids) - 1)  # else no need to read them all
+        if same:
+            expected = _as_text(np.arange(first, first + len(ids), dtype=np.int64))
+            same = bool(pc.all(pc.equal(text, expected)).as_py())
+    return (first, first + len(ids) - 1) if same else None
 
 
 def mapping_fingerprint(ids: np.ndarray | None, n_rows: int, offset: int) -> str:

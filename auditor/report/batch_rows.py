@@ -10,6 +10,21 @@ from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
+class PairNote:
+    """One of diff's notes on a row pair that the row-by-row caption repeats: it bears on a
+    change the row states. In diff's words, in their parts (diff says ``SUBJECT (VALUES): EFFECT``)."""
+
+    subject: str
+    """``inputs.interactions differs``, ``only the new report sampled its queries``."""
+    values: str
+    """The pair's values, BASE vs NEW (``a.parquet vs b.parquet``)."""
+    effect: str
+    """What it means (``another training log: popularity, ... may differ``)."""
+    changes: tuple[str, ...]
+    """The columns whose change of the row it bears on (``spearman``, ``head_share_1pct_ratio@10``)."""
+
+
+@dataclass(frozen=True)
 class SummaryRow:
     """One ok row of the summary: where it sits in the manifest and its bias numbers."""
 
@@ -52,8 +67,11 @@ class SummaryRow:
     """Diff's reasons for every change of this row the summary withholds (Spearman's, the
     head share's), each once: the row-by-row caption's; None when every change is stated."""
     pair_notes: tuple[str, ...] = ()
-    """Diff's notes on this row's report against the previous ok row's (another training log,
-    other cut-offs: the changes stand, read with them), the model's aside (each row names it)."""
+    """Diff's notes on this row's report against the previous ok row's, every one, in its words
+    (``popaudit diff``'s ``notes``: another training log, other cut-offs, another model, ...)."""
+    caption_notes: tuple[PairNote, ...] = ()
+    """Those of :attr:`pair_notes` the row-by-row caption repeats: the ones that bear on a change
+    the row states (:func:`auditor.batch.report_facts.stated_notes`)."""
     index: str | None = None
     """``retrieval.index`` of the row's report: ``exact``, or an approximate index (``ivf``,
     ``hnsw``) whose figures of the model's lists miss what it misses (None: no retrieval)."""

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
 
 MAX_ORDER_ROWS = 40
-"""The console lists every row in manifest order up to this many (the HTML always does)."""
+"""The console lists every row in manifest order up to this many (the HTML always does);
+past it, it says where the full table is (:func:`_order_cut`)."""
 MAX_TICK_LABELS = 30
 """The trend plot names at most this many models on its x-axis (every n-th beyond)."""
 
@@ -91,11 +92,13 @@ def summary_figure(summary: BatchSummary) -> Any:
 
 
 def batch_document(
-    summary: BatchSummary, *, title: str = "popaudit batch summary", n_resumed: int = 0, output: Path | None = None
+    summary: BatchSummary, *, title: str = "popaudit batch summary", n_resumed: int = 0, output: Path | None = None,
+    html: Path | None = None,
 ) -> Document:
     """The summary as a report document: counts, the ranking, the manifest-order figure
     and tables, the failed rows; its brief (the terminal's view) says how many rows were
-    kept from an earlier run (``n_resumed``) and where the results are (``output``)."""
+    kept from an earlier run (``n_resumed``), where the results are (``output``) and, past
+    :data:`MAX_ORDER_ROWS` rows, where the full row-by-row table is (``html``: the HTML page)."""
     share = _columns(summary).share
     plotted = f"Spearman rho and {share}" if summary.head_share_metric else "Spearman rho"
     order: list[Block] = []
@@ -121,7 +124,7 @@ def batch_document(
     lead = Paragraph(f"{summary.n_rows} rows: {summary.n_ok} audited, {summary.n_error} failed.")
     return Document(
         kind="batch", title=title, lead=(lead, *_protocol_note(summary)), sections=tuple(sections),
-        brief=_brief(summary, share, n_resumed, output), payload=lambda: json_safe(asdict(summary)),
+        brief=_brief(summary, share, n_resumed, output, html), payload=lambda: json_safe(asdict(summary)),
     )  # fmt: skip
 
 
@@ -241,15 +244,26 @@ def _pairs_caption(summary: BatchSummary) -> str:
 
 
 def _notes_caption(summary: BatchSummary) -> str:
-    """Diff's notes on the row pairs (:attr:`SummaryRow.pair_notes`: another training log,
-    other cut-offs; the changes are stated, to be read with them), each pair once, named in
-    diff's order, BASE vs NEW (pairs with the same notes said together); "" when diff notes nothing."""
-    pairs: dict[str, list[str]] = {}
+    """Diff's notes on the row pairs that bear on a change the table states
+    (:attr:`SummaryRow.caption_notes`: another training log, another number of queries; the
+    change is stated, to be read with them), each note once, in diff's words with the pairs
+    it concerns in place of its values (``inputs.interactions differs in row 3 vs row 4 (a vs
+    b), row 4 vs row 6 (b vs a): another training log: ...``, pairs in diff's order, BASE vs
+    NEW); the notes on a change of ρ (the reference itself: another log, another catalogue)
+    before those on the head share's alone (queries, samples), else in order of first
+    appearance; "" when none."""
+    said: dict[tuple[str, str], list[str]] = {}
+    on_rho: set[tuple[str, str]] = set()
     for before, s in zip(summary.order, summary.order[1:]):
-        if s.pair_notes:
-            pairs.setdefault("; ".join(s.pair_notes), []).append(f"row {before.row} vs row {s.row}")
-    said = " ".join(f"{', '.join(at)}: {notes}." for notes, at in pairs.items())
-    return f"Noted, as in popaudit diff: {said}" if said else ""
+        for note in s.caption_notes:
+            key = (note.subject, note.effect)
+            values = f" ({note.values})" if note.values else ""
+            said.setdefault(key, []).append(f"row {before.row} vs row {s.row}{values}")
+            on_rho.update([key] if "spearman" in note.changes else [])
+    ordered = sorted(said, key=lambda key: key not in on_rho)  # stable
+    text = " ".join(f"{subject} in {', '.join(said[subject, effect])}" + (f": {effect}." if effect else ".")
+                    for subject, effect in ordered)
+    return f"Noted, as in popaudit diff: {text}" if text else ""
 
 
 def _order_caption(summary: BatchSummary, *lead: str) -> str:
@@ -286,9 +300,19 @@ def _order_table(summary: BatchSummary, share: str) -> Table:
                  (True, False, False, True, True, True, True), caption, wrap=(1,))  # fmt: skip
 
 
-def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | None) -> tuple[Block, ...]:
+def _order_cut(n_rows: int, output: Path | None, html: Path | None) -> Paragraph:
+    """What the terminal says in place of a row-by-row table past :data:`MAX_ORDER_ROWS` rows:
+    where the full table is (the HTML page, or how to write one) and each row's figures."""
+    where = f"the HTML summary {html} lists" if html is not None else "an HTML summary (popaudit batch --html FILE) lists"
+    figures = f"; each row's figures are in {output}" if output is not None else ""
+    return Paragraph(f"Row by row: {n_rows} audited rows, more than the terminal lists ({MAX_ORDER_ROWS}): {where} "
+                     f"every row, with its changes from the previous one and why any is not comparable{figures}.")
+
+
+def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | None,
+           html: Path | None = None) -> tuple[Block, ...]:
     """The terminal's view: the counts, the ranking and (for 2+ rows) the trends and, up
-    to :data:`MAX_ORDER_ROWS` rows, the row-by-row changes."""
+    to :data:`MAX_ORDER_ROWS` rows, the row-by-row changes (past it, where they are)."""
     cols = _columns(summary)
     resumed = f" ({n_resumed} kept from the earlier run)" if n_resumed else ""
     where = f" Results: {output}" if output is not None else ""
@@ -314,6 +338,8 @@ def _brief(summary: BatchSummary, share: str, n_resumed: int, output: Path | Non
                             (True, False, False, True, True, True, True),
                             _order_caption(summary),
                             title="Row by row (changes from the previous audited row)"))  # fmt: skip
+    elif len(summary.order) > MAX_ORDER_ROWS:
+        blocks.append(_order_cut(len(summary.order), output, html))
     return tuple(blocks)
 
 
@@ -324,9 +350,10 @@ def summary_html(summary: BatchSummary, *, title: str = "popaudit batch summary"
     return document_html(batch_document(summary, title=title))
 
 
-def summary_console(summary: BatchSummary, *, n_resumed: int, output: Path) -> list[RenderableType]:
+def summary_console(summary: BatchSummary, *, n_resumed: int, output: Path,
+                    html: Path | None = None) -> list[RenderableType]:
     """The summary's terminal view (:func:`batch_document`'s brief) as rich renderables,
     for ``Console.print``; every cell is literal text, never markup."""
     from auditor.report.console import renderables
 
-    return renderables(batch_document(summary, n_resumed=n_resumed, output=output))
+    return renderables(batch_document(summary, n_resumed=n_resumed, output=output, html=html))
