@@ -26,7 +26,7 @@ from auditor.loading.csr import build_csr, take_csr
 from auditor.loading.fingerprint import pairs_fingerprint
 from auditor.values import RowLookup, ItemRows
 from auditor.id_spelling import spelled_apart
-from auditor.idmap import check_assumed_rows, table_rows
+from auditor.idmap import check_assumed_rows, check_holdout_shift, table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
@@ -129,6 +129,7 @@ class HeldOut:
 def read_holdout(
     spec: LogSpec, mapping: ItemRows, *, user_ids: np.ndarray | None = None, n_user_rows: int | None = None,
     row_ids: RowIdPolicy = RowIdPolicy(), progress: Progress = SILENT, trained_ids: np.ndarray | None = None,
+    trained_source: str = "the training log's user ids",
 ) -> HeldOut:
     """The held-out log ``spec`` names mapped onto the tables (module docstring): items
     by ``mapping``, users through ``user_ids``, else by ``row_ids``.
@@ -137,12 +138,17 @@ def read_holdout(
     ``trained_ids``: the raw ids of the training users, when known; only held-out users
     among them are evidence on an assumed mapping (:func:`_check_trained_rows`), and those
     without a user-table row are kept all the same (``user_rows`` -1): the population holds
-    them as served nothing (:mod:`auditor.loading.zero_queries`), so each is a miss.
+    them as served nothing (:mod:`auditor.loading.zero_queries`), so each is a miss. With
+    them, the held-out user ids (against them, ``trained_source`` in words) and item ids
+    (against the item table's) are held to the shift rule the training log's are
+    (:func:`~auditor.idmap.check_holdout_shift`: refused where they look shifted).
     """
     log, first_empty = _open(spec, "held-out accuracy"), [""]  # first_empty: where the first empty id is, in words
+    item_parts: list[pa.Array] = []  # each batch's distinct item ids, where the training side's are known
 
     def read(as_strings: bool) -> tuple[InteractionPairs, int, int]:
         users_parts: list[pa.Array] = []
+        item_parts.clear()
         rows_parts: list[np.ndarray] = []
         n_read = n_valid = 0
         with progress.track(f"Held-out interactions: reading {log.path.name}", total=log.total_rows) as advance:
@@ -152,6 +158,8 @@ def read_holdout(
                 n_read += len(items)
                 n_valid += int(pc.sum(pc.and_(pc.is_valid(items), pc.is_valid(users))).as_py() or 0)
                 batch_users, rows = mapped_pairs(items, users, mapping, log)
+                if trained_ids is not None:
+                    item_parts.append(pc.unique(plain_ids(items.drop_null())))
                 if len(rows):
                     users_parts.append(plain_ids(batch_users))
                     rows_parts.append(rows)
@@ -180,12 +188,27 @@ def read_holdout(
             f"no item id of {where} (column {log.item_col!r}) has a row in the {mapping.n_items:,}-row item table "
             f"when mapped {how}: {fix}"
         )
+    shifts = [] if trained_ids is None else _shift_signals(pairs, item_parts, mapping, (trained_ids, trained_source),
+                                                           row_ids, where)
     if user_ids is None and n_user_rows is not None:
         _check_trained_rows(np.asarray(pairs.user_ids), trained_ids, n_user_rows, row_ids, str(log.path))
     held = _held_out(pairs, str(log.path), user_ids, n_user_rows, row_ids, user_column=log.user_col,
                      trained_ids=trained_ids)
     return replace(held, n_interactions=n_read, n_empty_ids=n_read - n_valid, n_dropped_items=n_valid - len(pairs),
-                   first_empty=first_empty[0], fingerprint=pairs_fingerprint(pairs, mapping))
+                   first_empty=first_empty[0], fingerprint=pairs_fingerprint(pairs, mapping), notes=tuple(shifts))
+
+
+def _shift_signals(
+    pairs: InteractionPairs, item_parts: list[pa.Array], mapping: ItemRows, trained: tuple[np.ndarray, str],
+    policy: RowIdPolicy, where: str,
+) -> list[str]:
+    """The training side's ids known (``trained``: its users' raw ids, in words), the held-out
+    users are held to them and the held-out items (``item_parts``: each batch's distinct raw
+    ids) to the item table's by the one shift rule (:func:`~auditor.idmap.check_holdout_shift`)."""
+    signals = check_holdout_shift(np.asarray(pairs.user_ids), trained[0], policy, "user", where, trained[1])
+    items = pa.concat_arrays(item_parts).to_numpy(zero_copy_only=False) if item_parts else np.empty(0, np.int64)
+    return signals + check_holdout_shift(items, mapping.raw_ids(np.arange(mapping.n_items)), policy, "item", where,
+                                         f"the raw ids of the item table's {mapping.n_items:,} rows")
 
 
 def _check_trained_rows(
@@ -253,17 +276,19 @@ def _held_out(
 
 def load_holdout(
     bundle: ModelBundle, config: AuditConfig, n_user_rows: int | None, progress: Progress = SILENT,
-    trained_ids: np.ndarray | None = None,
+    trained_ids: np.ndarray | None = None, trained_source: str = "the training log's user ids",
 ) -> HeldOut:
     """The audit's holdout: ``config.holdout`` read against the bundle's tables (users
     matched to the ``n_user_rows`` user-table rows; None: users kept by raw id), else the
     held-out pairs a popaudit checkpoint recorded. ``trained_ids``: the training users'
-    raw ids, when known (only they are checked as rows, :func:`read_holdout`)."""
+    raw ids (``trained_source`` in words), when known (only they are checked as rows, and
+    a held-out file's ids are held to them and to the item table's, :func:`read_holdout`)."""
     spec = config.holdout_log
     if spec is not None:
         mapping = config.item_rows(bundle)
         return read_holdout(spec, mapping, user_ids=bundle.user_ids, n_user_rows=n_user_rows,
-                            row_ids=config.row_ids, progress=progress, trained_ids=trained_ids)
+                            row_ids=config.row_ids, progress=progress, trained_ids=trained_ids,
+                            trained_source=trained_source)
     pairs = bundle.holdout_pairs
     if not isinstance(pairs, InteractionPairs):
         raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")

@@ -79,7 +79,8 @@ def heldout_queries(
     n_user_rows = None
     if population.source == "users" and bundle.user_table is not None:
         n_user_rows = int(bundle.user_table.shape[0])
-    heldout = load_holdout(bundle, config, n_user_rows, progress, trained_ids=population.eligible_ids)
+    heldout = load_holdout(bundle, config, n_user_rows, progress, trained_ids=population.eligible_ids,
+                           trained_source=f"the user ids of {population.seen_source}")
     held = heldout.users
     row_ids = population.row_ids  # the unserved users' rows too: served nothing, each a miss
     assert row_ids is not None, "a population without user ids has no held-out users"
