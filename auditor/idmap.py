@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from auditor.errors import IdMappingError, setting
-from auditor.id_shifts import OtherRows, evident_shift, fitting_shift, offset_advice, shifted
+from auditor.id_shifts import OtherRows, evident_shift, fitting_shift, offset_advice, offset_signals, rowless_fate, shifted
 from auditor.id_spelling import raw_ids_advice, spelled_apart, whole_decimals, whole_decimals_fix
 from auditor.values import RowIdPolicy, lookup_rows
 
@@ -107,16 +107,22 @@ def table_rows(
     framework: str | None = None,
     mapping: str | None = None,
     other: OtherRows | None = None,
+    signals: list[str] | None = None,
 ) -> np.ndarray:
     """Table row of each raw ``what`` id (-1: none): through ``row_ids`` (the raw id of
     each row, ``mapping`` in words), else ``row = id − offset``; ``check``: with
-    :func:`check_mapped_shift` or :func:`check_assumed_rows`, one rule for both routes.
+    :func:`check_mapped_shift` or :func:`check_assumed_rows`, one rule for both routes,
+    whose findings ``assume_row_ids`` turns into warnings appended to ``signals`` (the
+    item counts' alike: :func:`mapped_shift_signals`, :func:`offset_signals`).
 
     Raises IdMappingError when ids taken as rows are not integers.
     """
     if row_ids is not None:
         if check:  # stored user ids shifted against a log were used silently (QA12 Loaders N1)
-            check_mapped_shift(raw, None, np.asarray(row_ids), policy, what, source, mapping or f"the {what} ids given")
+            mapped = (raw, None, np.asarray(row_ids), policy, what, source, mapping or f"the {what} ids given")
+            check_mapped_shift(*mapped)
+            if signals is not None:
+                signals += mapped_shift_signals(*mapped)
         return lookup_rows(raw, np.asarray(row_ids))
     if raw.size and raw.dtype.kind not in "iu":
         named = f" (column {column!r})" if column else ""
@@ -125,10 +131,13 @@ def table_rows(
             + (whole_decimals_fix(what) if whole_decimals(raw) else
                f"pass {setting(what + '_ids')} FILE with the raw {what} id of each {what}-table row")
         )
+    rows = raw.astype(np.int64) - policy.shift
+    inside = (rows >= 0) & (rows < n_rows)
     if check:
         check_assumed_rows(raw, n_rows, policy, what, source, framework=framework, other=other)
-    rows = raw.astype(np.int64) - policy.shift
-    return np.where((rows >= 0) & (rows < n_rows), rows, -1)
+        if signals is not None and policy.assume_row_ids and not inside.all():  # what the check would have said
+            signals += offset_signals(raw, n_rows, policy, what, source, np.ones(1), framework)  # row 0 unread: ids past
+    return np.where(inside, rows, -1)
 
 
 def check_given_offset(
@@ -193,8 +202,8 @@ def mapped_shift_signals(
         return []
     finding, shift = found
     return [
-        f"{finding}, {setting('assume_row_ids')} audited each {what} on its neighbour's row and left the ones without a "
-        f"row out; pass {setting(what + '_ids')} FILE holding each row's id under {mapping} {shift:+d}, in row order, "
+        f"{finding}, {setting('assume_row_ids')} audited each {what} on its neighbour's row and "
+        f"{'left the ones without a row out' if what == 'item' else rowless_fate(what)}; pass {setting(what + '_ids')} FILE holding each row's id under {mapping} {shift:+d}, in row order, "
         f"to audit each {what} on its own row"
     ]
 

@@ -37,6 +37,9 @@ class Chosen:
     """:func:`~auditor.loading.history.users_without_history`: not queried, not untrained either."""
     order: np.ndarray | None = None
     """Position in the ids :func:`choose_users` was given of each eligible user (None: the same order)."""
+    signals: tuple[str, ...] = ()
+    """What the user ids' check would have refused, said where ``assume_row_ids`` took them as mapped
+    (:func:`~auditor.idmap.table_rows`: the offset or id file that fits; QA12 logs verify-2 N4)."""
 
     @property
     def raw_ids(self) -> np.ndarray:
@@ -64,7 +67,7 @@ class Chosen:
             vectors = mean_rows(bundle.item_table, indptr, seen)
             what = (f"the mean of their training items (each distinct item once), for the "
                     f"{self.eligible_ids.size:,} users in {where}{sampled}")
-        warnings: list[str] = []
+        warnings = list(self.signals)
         if self.n_untrained_rows:
             warnings.append(untrained_rows_note(self.n_untrained_rows, where))
         note, more = without_history_notes(self.no_history, where)
@@ -91,7 +94,7 @@ def choose_users(
     then the trained users without one, in the order given: they are served nothing, as a
     zero query is, so that a row missing from the table moves no other user's group)."""
     user_rows = order = None
-    n_untrained = None
+    n_untrained, signals = None, list[str]()
     n_unmatched = 0
     no_history = (0, 0)
     if source == "users":
@@ -99,7 +102,7 @@ def choose_users(
         n_rows = int(bundle.user_table.shape[0])
         items = None if bundle.item_ids is not None else ("item", None, bundle.n_items)  # --id-offset shifts them too
         rows = table_rows(raw, bundle.user_ids, n_rows, row_ids, "user", where, column, framework=bundle.format,
-                          mapping=bundle.user_ids_source, other=items)
+                          mapping=bundle.user_ids_source, other=items, signals=signals)
         matched = np.flatnonzero(rows >= 0)
         n_unmatched = int(raw.size - matched.size)
         no_history = users_without_history(bundle, raw, every, row_ids, where, column)  # rowless ones: n_unmatched
@@ -124,5 +127,5 @@ def choose_users(
         source=source, eligible_ids=raw, picked_positions=positions,
         user_rows=None if user_rows is None else user_rows[positions],
         n_untrained_rows=n_untrained, n_unmatched=n_unmatched, sampled=picked is not None, seed=seed,
-        no_history=no_history if source == "users" else (0, 0), order=order,
+        no_history=no_history if source == "users" else (0, 0), order=order, signals=tuple(signals),
     )
