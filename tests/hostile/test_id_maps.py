@@ -176,6 +176,14 @@ def _plain_log_with_partly_padded_ids(d: Path) -> Built:
     return Built(check_args(model, "--item-ids", "ids.txt", interactions=log(d)))
 
 
+def _plain_log_with_partly_decimal_ids(d: Path) -> Built:
+    """The decimal sibling (Logs verify-2 N5, QA 12): an id file writing 5..9 alone as whole
+    decimals ("5.0"): the share refusal names the decimals, not only "list the raw ids"."""
+    model = table(d)
+    write(d, "ids.txt", "".join(f"{i}\n" if i < 5 else f"{i}.0\n" for i in range(N_ITEMS)))
+    return Built(check_args(model, "--item-ids", "ids.txt", interactions=log(d)))
+
+
 def _other_ids_file(d: Path) -> Built:
     """A log of 0..9 against an id file of "x0".."x9": no spelling in common."""
     model = table(d)
@@ -275,6 +283,11 @@ CASES = [
          r"40 interactions of the 55 in log\.parquet \(72\.7%\) reference 5 item ids with no row under --item-ids "
          r"ids\.txt.*The ids of --item-ids ids\.txt are zero-padded \('05'\), the log's are not \(5\); a zero-padded "
          r"id is text, so it matches no integer id: write both the same way \(or --assume-row-ids",
+         absent=r"List in --item-ids"),
+    Case("unpadded-log-against-partly-decimal-id-file", _plain_log_with_partly_decimal_ids, EXIT_ERROR,
+         r"40 interactions of the 55 in log\.parquet \(72\.7%\) reference 5 item ids with no row under --item-ids "
+         r"ids\.txt.*Some of the ids of --item-ids ids\.txt are written as decimals \('5\.0'\), the log's as "
+         r"integers \(5\); a decimal id is text, so it matches no integer id: write both the same way",
          absent=r"List in --item-ids"),
     Case("id-file-of-other-ids-names-both-spellings", _other_ids_file, EXIT_ERROR,
          r"no interaction in log\.parquet matches a row of the item table: the log's items are not the model's items, "
