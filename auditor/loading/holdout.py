@@ -106,7 +106,8 @@ class HeldOut:
         """What was left out, for the report."""
         out = []
         if self.n_empty_ids:
-            out.append(f"{self.n_empty_ids:,} held-out interactions in {self.source} have an empty user or item id{self.first_empty}")
+            out.append(f"{plural(self.n_empty_ids, 'held-out interaction')} in {self.source} "
+                       f"{'has' if self.n_empty_ids == 1 else 'have'} an empty user or item id{self.first_empty}")
         if self.n_dropped_items:
             out.append(
                 f"{self.n_dropped_items:,} of the {self.n_interactions:,} held-out interactions in {self.source} "
