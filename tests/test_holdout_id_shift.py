@@ -137,3 +137,28 @@ def test_the_rule_on_held_out_ids() -> None:
     assert check_holdout_shift(np.array(["a", "b"], dtype=object), known, policy, "user", "H", "K") == []
     [warned] = check_holdout_shift(np.arange(1, 41), known, RowIdPolicy(assume_row_ids=True), "user", "H", "K")
     assert f"{setting('assume_row_ids')} read each held-out user as its neighbour" in warned
+
+
+def test_a_shifted_holdout_beside_served_lists_alone_is_refused(tmp_path: Path) -> None:
+    """The same rule where no model maps the users: the served lists and the training log
+    number users 0..39, the holdout 1..40 (each user's held-out item its own list's first)."""
+    users, items, _, _, _, _ = loader_world()
+    top = _lists()
+    log, lists = tmp_path / "log.parquet", tmp_path / "lists.parquet"
+    pq.write_table(pa.table({"user_id": users, "item_id": items}), log)
+    pq.write_table(pa.table({"user_id": np.repeat(np.arange(N_USERS), K), "item_id": top.ravel(),
+                             "rank": np.tile(np.arange(1, K + 1), N_USERS)}), lists)
+    shifted = _holdout(tmp_path / "hold_u1.parquet", np.arange(N_USERS) + 1, top[:, 0])
+    args = ["--interactions", str(log), "--recommendations", str(lists), "--holdout"]
+    result = CliRunner().invoke(cli, ["check", *args, str(shifted), "--bootstrap", "0", "-q", "-k", str(K)])
+    output = " ".join(result.output.split())
+    assert result.exit_code == 1, output  # was 0, each held-out user evaluated on its neighbour's list
+    assert (f"1 of the 40 distinct user ids of the held-out log {shifted} (--holdout) is not among the user ids of the "
+            "training log, while every id minus 1 is: the holdout's user ids look shifted by +1") in output, output
+    fixed = _holdout(tmp_path / "hold_u0.parquet", np.arange(N_USERS), top[:, 0])
+    result = CliRunner().invoke(cli, ["check", *args, str(fixed), "--bootstrap", "0", "-q", "-k", str(K), "--format",
+                                      "json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["accuracy"]["at"]["10"]["served"]["recall"] == pytest.approx(1.0)
+    assert not any("shifted" in w for w in report["warnings"])
