@@ -162,3 +162,10 @@ def test_a_shifted_holdout_beside_served_lists_alone_is_refused(tmp_path: Path) 
     report = json.loads(result.stdout)
     assert report["accuracy"]["at"]["10"]["served"]["recall"] == pytest.approx(1.0)
     assert not any("shifted" in w for w in report["warnings"])
+    # --assume-row-ids uses the holdout as numbered, warned; it is read here, so not said to be ignored
+    result = CliRunner().invoke(cli, ["check", *args, str(shifted), "--bootstrap", "0", "-q", "-k", str(K), "--format",
+                                      "json", "--assume-row-ids"])
+    assert result.exit_code == 0, result.output
+    warnings = json.loads(result.stdout)["warnings"]
+    assert any("--assume-row-ids read each held-out user as its neighbour" in w for w in warnings), warnings
+    assert not any("--assume-row-ids ignored" in w or ", --assume-row-ids" in w for w in warnings), warnings
