@@ -152,7 +152,7 @@ def offset_signals(
     if policy.assume_row_ids and outside.size and (offset := fitting_shift(ids, n_rows)) is not None and offset > 0:
         return [
             f"{outside.size:,} of the {ids.size:,} distinct {what} ids of {source} have no row of the {n_rows:,}-row "
-            f"{what} table ({setting('assume_row_ids')} took the ids as rows and left their interactions out), while "
+            f"{what} table ({setting('assume_row_ids')} took the ids as rows and {rowless_fate(what)}), while "
             f"every id has a row if the rows are the ids minus {offset}: if they are, pass {setting('id_offset')} "
             f"{offset} (row = id − {offset})"
         ]
@@ -184,6 +184,12 @@ def _given_offset_signal(distinct_ids: np.ndarray, n_rows: int, policy: RowIdPol
         return []
     return [
         f"{outside:,} of the {ids.size:,} distinct {what} ids of {source} have no row of the {n_rows:,}-row {what} "
-        f"table taken{f' minus {policy.shift}' if policy.shift else ''} as rows ({setting('assume_row_ids')} took them as rows and left their "
-        f"interactions out), while {advice}"
+        f"table taken{f' minus {policy.shift}' if policy.shift else ''} as rows ({setting('assume_row_ids')} took them as rows and "
+        f"{rowless_fate(what)}), while {advice}"
     ]
+
+
+def rowless_fate(what: str) -> str:
+    """What became of the ids left without a row, in words: an item's interactions are left
+    out of the counts; a user is a zero query (loading/zero_queries.py), not left out."""
+    return "left their interactions out" if what == "item" else "made each without one a zero query"

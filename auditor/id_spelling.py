@@ -13,11 +13,19 @@ def whole_decimals(ids: np.ndarray) -> bool:
     """True when every text id is a whole decimal ("3.0", "-12.00"): an integer column
     written as floats (pandas does so for a column holding missing values). Such ids are
     text (:mod:`auditor.loading.id_text`), so they name no table row; error path only."""
+    return (mask := decimal_spelled(ids)) is not None and bool(mask.all())
+
+
+def decimal_spelled(ids: np.ndarray) -> np.ndarray | None:
+    """Which ids are whole decimals ("3.0") when every id is text spelling an integer, as a
+    whole decimal or plainly ("10"), and some are decimals: such ids stay text, so they name
+    no integer's row (the sibling of :func:`zero_padded`); else None. Error path only."""
     if ids.size == 0 or ids.dtype != object:
-        return False
+        return None
     head, dot, tail = (np.char.partition(np.char.strip(ids.astype(str)), ".")[:, k] for k in range(3))
     digits = np.char.isdigit(np.char.lstrip(head, "-"))
-    return bool(np.all((dot == ".") & digits & (np.char.str_len(tail) > 0) & (np.char.strip(tail, "0") == "")))
+    decimal = (dot == ".") & digits & (np.char.str_len(tail) > 0) & (np.char.strip(tail, "0") == "")
+    return decimal if np.all(decimal | (digits & (dot == ""))) and np.any(decimal) else None
 
 
 def zero_padded(ids: np.ndarray) -> np.ndarray | None:
@@ -34,22 +42,22 @@ def zero_padded(ids: np.ndarray) -> np.ndarray | None:
     return padded if np.all(digits) and np.any(padded) else None
 
 
-def _padded_pair(padded_ids: np.ndarray, mask: np.ndarray, plain: np.ndarray) -> tuple[str, str]:
-    """One zero-padded id and the plain integer it spells ("007", 7), the other side's
-    first id where it has none."""
-    text = np.char.strip(padded_ids.astype(str))
+def _spelled_pair(text_ids: np.ndarray, mask: np.ndarray, plain: np.ndarray) -> tuple[str, str]:
+    """One id spelled apart (``mask``: zero-padded or a whole decimal) and the plain integer
+    it spells ("007", 7; "3.0", 3), the other side's first id where it has none."""
+    text = np.char.strip(text_ids.astype(str))
     try:
-        same = mask & np.isin(text.astype(np.int64), plain)
+        same = mask & np.isin(np.char.partition(text, ".")[:, 0].astype(np.int64), plain)
     except (OverflowError, ValueError):  # beyond int64: no pair shown
         same = np.zeros_like(mask)
     at = int(np.argmax(same)) if same.any() else int(np.argmax(mask))
-    return repr(str(text[at])), str(int(text[at]) if same.any() else plain.flat[0])
+    return repr(str(text[at])), str(int(text[at].partition(".")[0]) if same.any() else plain.flat[0])
 
 
 def spelled_apart(log_ids: np.ndarray, row_ids: np.ndarray | None, row_source: object) -> str | None:
-    """Why ids do not match, when one side spells the other's integers as text: every id a
-    whole decimal ("3.0") or zero-padded integers ("007", some or all) beside integers
-    ("3", "7"); else None. The one place these spellings are told apart, for item and user
+    """Why ids do not match, when one side spells the other's integers as text: whole
+    decimals ("3.0", every id or some) or zero-padded integers ("007", some or all) beside
+    integers ("3", "7"); else None. The one place these spellings are told apart, for item and user
     ids alike, whether no id matched or most did not (:func:`auditor.idmap.check_mapped_share`)."""
     if row_ids is None:
         return None
@@ -61,10 +69,19 @@ def spelled_apart(log_ids: np.ndarray, row_ids: np.ndarray | None, row_source: o
             "a decimal id is text, so none match: write both the same way (pandas: .astype(\"Int64\") for a "
             "column of integers holding missing values)"
         )
-    for padded, plain, padded_side, plain_side in ((row_ids, log_ids, f"the ids of {row_source}", "the log's"),
-                                                   (log_ids, row_ids, "the log's ids", f"those of {row_source}")):
+    sides = ((row_ids, log_ids, f"the ids of {row_source}", "the log's"),
+             (log_ids, row_ids, "the log's ids", f"those of {row_source}"))
+    for text, plain, text_side, plain_side in sides:  # some decimals (QA12 logs verify-2 N5), all told above
+        if plain.dtype.kind in "iu" and plain.size and (mask := decimal_spelled(text)) is not None:
+            example, integer = _spelled_pair(text, mask, plain)
+            return (
+                f"some of {text_side} are written as decimals ({example}), {plain_side} as integers ({integer}); a "
+                "decimal id is text, so it matches no integer id: write both the same way (pandas: "
+                ".astype(\"Int64\") for a column of integers holding missing values)"
+            )
+    for padded, plain, padded_side, plain_side in sides:
         if plain.dtype.kind in "iu" and plain.size and (mask := zero_padded(padded)) is not None:
-            example, integer = _padded_pair(padded, mask, plain)
+            example, integer = _spelled_pair(padded, mask, plain)
             return (
                 f"{padded_side} are zero-padded ({example}), {plain_side} are not ({integer}); a zero-padded id is "
                 "text, so it matches no integer id: write both the same way"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from auditor.errors import IdMappingError, setting
-from auditor.id_shifts import OtherRows, evident_shift, offset_advice, shifted
+from auditor.id_shifts import OtherRows, evident_shift, fitting_shift, offset_advice, offset_signals, rowless_fate, shifted
 from auditor.id_spelling import raw_ids_advice, spelled_apart, whole_decimals, whole_decimals_fix
 from auditor.values import RowIdPolicy, lookup_rows
 
@@ -115,16 +115,22 @@ def table_rows(
     framework: str | None = None,
     mapping: str | None = None,
     other: OtherRows | None = None,
+    signals: list[str] | None = None,
 ) -> np.ndarray:
     """Table row of each raw ``what`` id (-1: none): through ``row_ids`` (the raw id of
     each row, ``mapping`` in words), else ``row = id − offset``; ``check``: with
-    :func:`check_mapped_shift` or :func:`check_assumed_rows`, one rule for both routes.
+    :func:`check_mapped_shift` or :func:`check_assumed_rows`, one rule for both routes,
+    whose findings ``assume_row_ids`` turns into warnings appended to ``signals`` (the
+    item counts' alike: :func:`mapped_shift_signals`, :func:`offset_signals`).
 
     Raises IdMappingError when ids taken as rows are not integers.
     """
     if row_ids is not None:
         if check:  # stored user ids shifted against a log were used silently (QA12 Loaders N1)
-            check_mapped_shift(raw, None, np.asarray(row_ids), policy, what, source, mapping or f"the {what} ids given")
+            mapped = (raw, None, np.asarray(row_ids), policy, what, source, mapping or f"the {what} ids given")
+            check_mapped_shift(*mapped)
+            if signals is not None:
+                signals += mapped_shift_signals(*mapped)
         return lookup_rows(raw, np.asarray(row_ids))
     if raw.size and raw.dtype.kind not in "iu":
         named = f" (column {column!r})" if column else ""
@@ -133,10 +139,13 @@ def table_rows(
             + (whole_decimals_fix(what) if whole_decimals(raw) else
                f"pass {setting(what + '_ids')} FILE with the raw {what} id of each {what}-table row")
         )
+    rows = raw.astype(np.int64) - policy.shift
+    inside = (rows >= 0) & (rows < n_rows)
     if check:
         check_assumed_rows(raw, n_rows, policy, what, source, framework=framework, other=other)
-    rows = raw.astype(np.int64) - policy.shift
-    return np.where((rows >= 0) & (rows < n_rows), rows, -1)
+        if signals is not None and policy.assume_row_ids and not inside.all():  # what the check would have said
+            signals += offset_signals(raw, n_rows, policy, what, source, np.ones(1), framework)  # row 0 unread: ids past
+    return np.where(inside, rows, -1)
 
 
 def check_given_offset(
@@ -201,8 +210,8 @@ def mapped_shift_signals(
         return []
     finding, shift = found
     return [
-        f"{finding}, {setting('assume_row_ids')} audited each {what} on its neighbour's row and left the ones without a "
-        f"row out; pass {setting(what + '_ids')} FILE holding each row's id under {mapping} {shift:+d}, in row order, "
+        f"{finding}, {setting('assume_row_ids')} audited each {what} on its neighbour's row and "
+        f"{'left the ones without a row out' if what == 'item' else rowless_fate(what)}; pass {setting(what + '_ids')} FILE holding each row's id under {mapping} {shift:+d}, in row order, "
         f"to audit each {what} on its own row"
     ]
 
@@ -222,6 +231,41 @@ def _mapped_shift(
     lost = "" if counts is None else f" ({_interactions(int(np.asarray(counts)[missing].sum()))})"
     return (f"{int(missing.sum()):,} of the {ids.size:,} distinct {what} ids in {source}{lost} have no row under "
             f"{mapping}, while every id {'minus' if shift > 0 else 'plus'} {abs(shift)} has one: {shifted(shift)}"), shift
+
+
+def check_holdout_shift(
+    held_ids: np.ndarray, known_ids: np.ndarray, policy: RowIdPolicy, what: str, source: object, known: str,
+) -> list[str]:
+    """The held-out ``what`` ids held to the rule the training log's are (:func:`evident_shift`)
+    against ``known_ids``, the ids the training side maps (the training log's users, the item
+    table's raw ids; ``known`` in words): where they look shifted the holdout is refused with
+    the fix, renumbering the holdout (the training side's ids fit, so no id option can), or
+    under ``assume_row_ids`` warned; where a shift of one only fits (:func:`fitting_shift`,
+    too few ids to be evident) warned as a possibility. QA12 Loaders verify-2 A: a holdout
+    numbering users 1..40 against a training log's 0..39 read recall@10 0.2564 for 1.0, unsaid."""
+    ids, rows = np.asarray(held_ids), np.asarray(known_ids)
+    if ids.size == 0 or rows.size == 0 or ids.dtype.kind not in "iu" or rows.dtype.kind not in "iu":
+        return []
+    ids, rows = np.unique(ids.astype(np.int64)), np.unique(rows.astype(np.int64))
+    evident = evident_shift(ids, rows.size, rows)
+    shift = evident if evident is not None else fitting_shift(ids, rows.size, rows)
+    if shift is None or (evident is None and abs(shift) != 1):  # k new ids beside k ids absent fit a shift of k
+        return []
+    n_missing = int(np.count_nonzero(~np.isin(ids, rows)))
+    finding = (f"{n_missing:,} of the {ids.size:,} distinct {what} ids of {source} {'is' if n_missing == 1 else 'are'} not among {known}, while every "
+               f"id {'minus' if shift > 0 else 'plus'} {abs(shift)} is")
+    fix = f"write the holdout's {what} ids as the training log numbers them (if they are shifted: each id {-shift:+d})"
+    if evident is None:
+        return [f"{finding}: if the holdout's {what} ids are shifted by {shift:+d} against them, each held-out {what} "
+                f"was read as its neighbour; {fix}"]
+    if not policy.assume_row_ids:
+        raise IdMappingError(
+            f"{finding}: the holdout's {what} ids look shifted by {shift:+d} against them, so each held-out {what} "
+            f"would be read as its neighbour. {fix[:1].upper()}{fix[1:]}, or pass {setting('assume_row_ids')} to use "
+            "the holdout as numbered anyway"
+        )
+    return [f"{finding}: the holdout's {what} ids look shifted by {shift:+d} against them, and "
+            f"{setting('assume_row_ids')} read each held-out {what} as its neighbour; {fix}"]
 
 
 MAX_UNMAPPED_SHARE = 0.5

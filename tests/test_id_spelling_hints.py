@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from scipy.stats import spearmanr
 
 from auditor.cli import cli
-from auditor.id_spelling import spelled_apart, zero_padded
+from auditor.id_spelling import decimal_spelled, spelled_apart, zero_padded
 
 FAST = ("--no-probes", "--bootstrap", "0", "-q")
 N_ITEMS, N_USERS = 40, 12
@@ -117,3 +117,41 @@ def test_stored_ids_that_match_nothing_advise_the_id_file(tmp_path: Path) -> Non
     assert code == 1
     assert f"list in --item-ids {tmp_path / 'ids.txt'} the raw item id of each row as the log spells it" in text
     assert "pass --item-ids" not in text
+
+
+def test_partly_decimal_item_ids_refused_by_share(inputs: tuple[Path, np.ndarray, np.ndarray]) -> None:
+    """QA12 logs verify-2 N5: an id file writing 0.0..9.0 then 10..39 (the decimal sibling of
+    N2) was refused by share with "list in --item-ids the raw item id", no cause named."""
+    folder, counts, table = inputs
+    (folder / "idec.txt").write_text("".join(f"{row}.0\n" if row < 10 else f"{row}\n" for row in range(N_ITEMS)))
+    code, text = _check(folder / "m.pt", "--interactions", folder / "log.csv", "--item-ids", folder / "idec.txt")
+    share = counts[:10].sum() / counts.sum()
+    assert code == 1 and share > 0.5
+    assert f"({share:.1%}) reference {np.count_nonzero(counts[:10])} item ids with no row under --item-ids " in text
+    assert f"of the log. Some of the ids of --item-ids {folder / 'idec.txt'} are written as decimals ('0.0'), the " \
+           "log's as integers (0); a decimal id is text, so it matches no integer id: write both the same way " \
+           "(pandas: .astype(\"Int64\") for a column of integers holding missing values) (or --assume-row-ids" in text
+    assert "List in --item-ids" not in text
+    # Written the same way, every row maps and ρ is scipy's.
+    (folder / "iplain.txt").write_text("".join(f"{row}\n" for row in range(N_ITEMS)))
+    report = folder / "r.json"
+    assert _check(folder / "m.pt", "--interactions", folder / "log.csv", "--item-ids", folder / "iplain.txt",
+                  "--json", report)[0] == 0
+    expected = spearmanr(counts, np.linalg.norm(table.astype(np.float64), axis=1))[0]
+    assert json.loads(report.read_text())["frequency_norm"]["spearman"] == pytest.approx(expected, abs=1e-12)
+
+
+def test_which_ids_are_decimals() -> None:
+    mask = decimal_spelled(np.array(["3.0", "12", "-1.00", "0", " 4.0 "], dtype=object))
+    assert mask is not None and mask.tolist() == [True, False, True, False, True]
+    assert decimal_spelled(np.array(["7", "12"], dtype=object)) is None  # no decimal
+    assert decimal_spelled(np.array(["3.5", "12"], dtype=object)) is None  # not a whole decimal
+    assert decimal_spelled(np.array(["3.0", "x"], dtype=object)) is None  # not every id an integer's spelling
+    assert decimal_spelled(np.arange(3)) is None
+    plain = np.array([12, 3])
+    assert spelled_apart(np.array(["12.0", "3"], dtype=object), plain, "ids.txt") == (
+        "some of the log's ids are written as decimals ('12.0'), those of ids.txt as integers (12); a decimal id is "
+        "text, so it matches no integer id: write both the same way (pandas: .astype(\"Int64\") for a column of "
+        "integers holding missing values)")
+    assert "writes every id as a decimal (3.0)" in str(spelled_apart(plain, np.array(["3.0", "12.0"], dtype=object),
+                                                                     "ids.txt"))  # every id: as before

@@ -15,6 +15,7 @@ from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, InteractionsError, setting
 from auditor.loading import csr
 from auditor.loading import holdout as ho
+from auditor.loading import holdout_queries as hq
 from auditor.loading import logs
 from auditor.values import ItemRows
 from auditor.values import RowIdPolicy
@@ -210,23 +211,23 @@ def test_no_user_column(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- overlap with the training items
 
 
-def _seen(*sets: list[int]) -> ho.SeenItems:
+def _seen(*sets: list[int]) -> hq.SeenItems:
     indptr = np.concatenate(([0], np.cumsum([len(x) for x in sets]))).astype(np.int64)
-    return ho.SeenItems(indptr, np.array([r for x in sets for r in x], dtype=np.int64), "train.csv")
+    return hq.SeenItems(indptr, np.array([r for x in sets for r in x], dtype=np.int64), "train.csv")
 
 
 def test_overlap_warnings(tmp_path: Path) -> None:
     path = _write(tmp_path / "holdout.csv", "user_id,item_id\n1,2\n1,3\n2,4\n")
     held = ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
-    [identical] = ho.overlap_warnings(held.users, _seen([2, 3], [4]), str(path), keep_seen=False)
+    [identical] = hq.overlap_warnings(held.users, _seen([2, 3], [4]), str(path), keep_seen=False)
     assert identical.startswith(f"the holdout {path} is identical to the training log train.csv for its 2 users: "
                                 "accuracy on training data says nothing")
     assert identical.endswith("excluded from the candidates as training items, they can never be hit")
-    [subset] = ho.overlap_warnings(held.users, _seen([2, 3], [4, 5]), str(path), keep_seen=True)
+    [subset] = hq.overlap_warnings(held.users, _seen([2, 3], [4, 5]), str(path), keep_seen=True)
     assert " is a subset of the training log " in subset and subset.endswith(f"(kept among the candidates with {setting('keep_seen')})")
-    [partial] = ho.overlap_warnings(held.users, _seen([3], [5]), str(path), keep_seen=False)
+    [partial] = hq.overlap_warnings(held.users, _seen([3], [5]), str(path), keep_seen=False)
     assert partial.startswith(f"1 of the 3 held-out (user, item) pairs in {path} (33.3%) also appear in the training")
-    assert ho.overlap_warnings(held.users, _seen([4], [2]), str(path), keep_seen=False) == []
+    assert hq.overlap_warnings(held.users, _seen([4], [2]), str(path), keep_seen=False) == []
 
 
 def test_a_recorded_holdout_found_whole_in_the_log_given_is_refused(tmp_path: Path) -> None:
@@ -238,8 +239,8 @@ def test_a_recorded_holdout_found_whole_in_the_log_given_is_refused(tmp_path: Pa
     held = ho.read_holdout(LogSpec(path), ItemRows(None, N_ITEMS))
     with pytest.raises(InteractionsError, match=r"holds every held-out pair of m\.pt \(recorded holdout\) \(3 for "
                        r"its 2 users\): it is the whole log .* Leave out " + _s("interactions")):
-        ho.overlap_warnings(held.users, _seen([2, 3, 7], [4]), "m.pt (recorded holdout)", keep_seen=False, recorded=True)
-    [partial] = ho.overlap_warnings(held.users, _seen([3], [5]), "m.pt (recorded holdout)", keep_seen=False,
+        hq.overlap_warnings(held.users, _seen([2, 3, 7], [4]), "m.pt (recorded holdout)", keep_seen=False, recorded=True)
+    [partial] = hq.overlap_warnings(held.users, _seen([3], [5]), "m.pt (recorded holdout)", keep_seen=False,
                                     recorded=True)
     assert partial.startswith("1 of the 3 held-out (user, item) pairs")
 

@@ -24,6 +24,7 @@ import torch
 from click.testing import CliRunner
 
 from auditor.cli import cli
+from auditor.loading.pickle_scan import shown, shown_value
 from tests.loader_world import K, N_ITEMS, loader_world
 
 
@@ -168,3 +169,26 @@ def test_a_recorded_scoring_string_beside_an_item_bias_keeps_it(tmp_path: Path, 
     assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(
         _head_share(d["u"] @ d["i"].T + d["b"], d["users"], d["items"], d["freq"]), abs=1e-9)
     assert any('its config records `metric` = "cosine"' in w for w in report["warnings"]) is not as_served
+
+
+# Loaders QA12 verify-2 B: a recorded value with a space was shown as "(a name with unusual
+# characters)", so the warning said why the tables stand in but not which value said so.
+def test_the_doubt_shows_the_recorded_value_with_its_spaces(tmp_path: Path) -> None:
+    model, log, d = _checkpoint(tmp_path, {"similarity": "cosine similarity"}, biased=True)
+    code, output, report = _audit(model, log)
+    assert code == 0 and report is not None, output
+    assert report["served_vectors"]["as_served"] is False
+    said = 'its config records `similarity` = "cosine similarity", and its forward() is not in the file'
+    assert said in report["warnings"][0] and said in report["served_vectors"]["not_served"], report["warnings"][0]
+    assert report["retrieval"]["at"][str(K)]["dot"]["head_share_10pct"] == pytest.approx(
+        _head_share(d["u"] @ d["i"].T + d["b"], d["users"], d["items"], d["freq"]), abs=1e-9)
+
+
+def test_a_recorded_value_is_shown_as_printable_text_only() -> None:
+    """Values: 64 printable characters at most, spaces and punctuation allowed, never a quote,
+    backslash, backtick, control or non-ASCII character; names keep the stricter rule."""
+    assert shown_value("cosine similarity") == "cosine similarity"
+    assert shown_value("torch.nn.functional.cosine_similarity") == "torch.nn.functional.cosine_similarity"
+    for hostile in ('cos"ine', "cos'ine", "cos\\ine", "cos`ine", "cos\x1b[31mine", "cos\nine", "cosíne", "c" * 65, ""):
+        assert shown_value(hostile) == "(a value with unusual characters)", hostile
+    assert shown("cosine similarity") == "(a name with unusual characters)"

@@ -105,3 +105,7 @@ def test_assumed_rows_under_shifted_stored_ids_warn_with_the_id_file_fix(tmp_pat
         "ids), --assume-row-ids audited each item on its neighbour's row and left the ones without a row out; pass "
         f"--item-ids FILE holding each row's id under the item ids stored in {model} (`item_ids`) +1, in row order, to "
         "audit each item on its own row"), audited["warnings"]
+    # QA12 loaders verify-2 note: the left-out count read "1 interactions (1.6%) reference 1 item id"
+    [left_out] = [w for w in audited["warnings"] if "left out of the frequencies" in w]
+    assert left_out.startswith(f"1 interaction ({1 / true_items.size:.1%}) references 1 item id with no row in the "
+                               "item table; it is left out of the frequencies"), left_out

@@ -12,7 +12,7 @@ checkpoint's recorded pairs give the same objects without a file.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -24,19 +24,16 @@ from auditor.loading.alignment import mapped_pairs
 from auditor.loading.blank_rows import first_empty_cell
 from auditor.loading.csr import build_csr, take_csr
 from auditor.loading.fingerprint import pairs_fingerprint
-from auditor.loading.history import held_out_without_history, left_out_said
 from auditor.values import RowLookup, ItemRows
 from auditor.id_spelling import spelled_apart
-from auditor.idmap import check_assumed_rows, table_rows
+from auditor.idmap import check_assumed_rows, check_holdout_shift, table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.logs import Log, maybe_int, open_log, read_ids
-from auditor.loading.recorded_split import (
-    recorded_split_counts, recorded_split_notes, split_drops_repeats, whole_log_error,
-)
+from auditor.loading.recorded_split import recorded_split_counts, recorded_split_notes
 from auditor.values import LogSpec
 from auditor.wording import plural
-from auditor.model import HeldOutQueries, InteractionPairs, QueryPopulation
+from auditor.model import InteractionPairs
 from auditor.progress import SILENT, Progress
 
 if TYPE_CHECKING:
@@ -109,7 +106,8 @@ class HeldOut:
         """What was left out, for the report."""
         out = []
         if self.n_empty_ids:
-            out.append(f"{self.n_empty_ids:,} held-out interactions in {self.source} have an empty user or item id{self.first_empty}")
+            out.append(f"{plural(self.n_empty_ids, 'held-out interaction')} in {self.source} "
+                       f"{'has' if self.n_empty_ids == 1 else 'have'} an empty user or item id{self.first_empty}")
         if self.n_dropped_items:
             out.append(
                 f"{self.n_dropped_items:,} of the {self.n_interactions:,} held-out interactions in {self.source} "
@@ -129,24 +127,10 @@ class HeldOut:
         return out + list(self.notes)
 
 
-@dataclass(frozen=True)
-class SeenItems:
-    """Each evaluated user's training item rows (CSR aligned with :class:`HeldOutUsers`)."""
-
-    indptr: np.ndarray
-    rows: np.ndarray
-    """int64: distinct and ascending within each user."""
-    source: str = ""
-    warnings: list[str] = field(default_factory=list)
-
-    def subset(self, index: np.ndarray) -> SeenItems:
-        indptr, rows = take_csr(self.indptr, self.rows, np.asarray(index, dtype=np.int64))
-        return SeenItems(indptr, rows, self.source, self.warnings)
-
-
 def read_holdout(
     spec: LogSpec, mapping: ItemRows, *, user_ids: np.ndarray | None = None, n_user_rows: int | None = None,
     row_ids: RowIdPolicy = RowIdPolicy(), progress: Progress = SILENT, trained_ids: np.ndarray | None = None,
+    trained_source: str = "the training log's user ids",
 ) -> HeldOut:
     """The held-out log ``spec`` names mapped onto the tables (module docstring): items
     by ``mapping``, users through ``user_ids``, else by ``row_ids``.
@@ -155,12 +139,17 @@ def read_holdout(
     ``trained_ids``: the raw ids of the training users, when known; only held-out users
     among them are evidence on an assumed mapping (:func:`_check_trained_rows`), and those
     without a user-table row are kept all the same (``user_rows`` -1): the population holds
-    them as served nothing (:mod:`auditor.loading.zero_queries`), so each is a miss.
+    them as served nothing (:mod:`auditor.loading.zero_queries`), so each is a miss. With
+    them, the held-out user ids (against them, ``trained_source`` in words) and item ids
+    (against the item table's) are held to the shift rule the training log's are
+    (:func:`~auditor.idmap.check_holdout_shift`: refused where they look shifted).
     """
     log, first_empty = _open(spec, "held-out accuracy"), [""]  # first_empty: where the first empty id is, in words
+    item_parts: list[pa.Array] = []  # each batch's distinct item ids, where the training side's are known
 
     def read(as_strings: bool) -> tuple[InteractionPairs, int, int]:
         users_parts: list[pa.Array] = []
+        item_parts.clear()
         rows_parts: list[np.ndarray] = []
         n_read = n_valid = 0
         with progress.track(f"Held-out interactions: reading {log.path.name}", total=log.total_rows) as advance:
@@ -170,6 +159,8 @@ def read_holdout(
                 n_read += len(items)
                 n_valid += int(pc.sum(pc.and_(pc.is_valid(items), pc.is_valid(users))).as_py() or 0)
                 batch_users, rows = mapped_pairs(items, users, mapping, log)
+                if trained_ids is not None:
+                    item_parts.append(pc.unique(plain_ids(items.drop_null())))
                 if len(rows):
                     users_parts.append(plain_ids(batch_users))
                     rows_parts.append(rows)
@@ -198,12 +189,27 @@ def read_holdout(
             f"no item id of {where} (column {log.item_col!r}) has a row in the {mapping.n_items:,}-row item table "
             f"when mapped {how}: {fix}"
         )
+    shifts = [] if trained_ids is None else _shift_signals(pairs, item_parts, mapping, (trained_ids, trained_source),
+                                                           row_ids, where)
     if user_ids is None and n_user_rows is not None:
         _check_trained_rows(np.asarray(pairs.user_ids), trained_ids, n_user_rows, row_ids, str(log.path))
     held = _held_out(pairs, str(log.path), user_ids, n_user_rows, row_ids, user_column=log.user_col,
                      trained_ids=trained_ids)
     return replace(held, n_interactions=n_read, n_empty_ids=n_read - n_valid, n_dropped_items=n_valid - len(pairs),
-                   first_empty=first_empty[0], fingerprint=pairs_fingerprint(pairs, mapping))
+                   first_empty=first_empty[0], fingerprint=pairs_fingerprint(pairs, mapping), notes=tuple(shifts))
+
+
+def _shift_signals(
+    pairs: InteractionPairs, item_parts: list[pa.Array], mapping: ItemRows, trained: tuple[np.ndarray, str],
+    policy: RowIdPolicy, where: str,
+) -> list[str]:
+    """The training side's ids known (``trained``: its users' raw ids, in words), the held-out
+    users are held to them and the held-out items (``item_parts``: each batch's distinct raw
+    ids) to the item table's by the one shift rule (:func:`~auditor.idmap.check_holdout_shift`)."""
+    signals = check_holdout_shift(np.asarray(pairs.user_ids), trained[0], policy, "user", where, trained[1])
+    items = pa.concat_arrays(item_parts).to_numpy(zero_copy_only=False) if item_parts else np.empty(0, np.int64)
+    return signals + check_holdout_shift(items, mapping.raw_ids(np.arange(mapping.n_items)), policy, "item", where,
+                                         f"the raw ids of the item table's {mapping.n_items:,} rows")
 
 
 def _check_trained_rows(
@@ -269,50 +275,21 @@ def _held_out(
                    n_dropped_user_interactions=int((~mapped).sum()), dropped_users_untrained=trained_ids is not None)
 
 
-def overlap_warnings(users: HeldOutUsers, seen: SeenItems, holdout: str, keep_seen: bool,
-                     recorded: bool = False) -> list[str]:
-    """Warnings when held-out (user, item) pairs also appear in training (a leak, or the
-    training log given as holdout). A checkpoint's ``recorded`` holdout found whole in the
-    training log given beside it is refused: that log is the one the checkpoint split."""
-    n_held = int(users.item_rows.size)
-    owners = np.concatenate([np.repeat(np.arange(users.n), np.diff(indptr)) for indptr in (users.indptr, seen.indptr)])
-    items = np.concatenate((users.item_rows, seen.rows))
-    order = np.lexsort((items, owners))
-    u, i = owners[order], items[order]
-    n_both = int(np.count_nonzero((u[1:] == u[:-1]) & (i[1:] == i[:-1])))  # each side is distinct
-    if n_both == 0 or n_held == 0:
-        return []
-    if n_both == n_held and recorded:
-        raise whole_log_error(seen.source, holdout, f"{n_held:,} for its {users.n:,} users")
-    if n_both == n_held:
-        same = "identical to" if seen.rows.size == n_held else "a subset of"
-        message = (
-            f"the holdout {holdout} is {same} the training log {seen.source} for its {users.n:,} users: "
-            "accuracy on training data says nothing about how well a scoring ranks unseen items"
-        )
-    else:
-        message = (
-            f"{n_both:,} of the {n_held:,} held-out (user, item) pairs in {holdout} ({n_both / n_held:.1%}) "
-            f"also appear in the training log {seen.source}"
-        )
-    if keep_seen:
-        return [message + f" (kept among the candidates with {setting('keep_seen')})"]
-    return [message + "; excluded from the candidates as training items, they can never be hit"]
-
-
 def load_holdout(
     bundle: ModelBundle, config: AuditConfig, n_user_rows: int | None, progress: Progress = SILENT,
-    trained_ids: np.ndarray | None = None,
+    trained_ids: np.ndarray | None = None, trained_source: str = "the training log's user ids",
 ) -> HeldOut:
     """The audit's holdout: ``config.holdout`` read against the bundle's tables (users
     matched to the ``n_user_rows`` user-table rows; None: users kept by raw id), else the
     held-out pairs a popaudit checkpoint recorded. ``trained_ids``: the training users'
-    raw ids, when known (only they are checked as rows, :func:`read_holdout`)."""
+    raw ids (``trained_source`` in words), when known (only they are checked as rows, and
+    a held-out file's ids are held to them and to the item table's, :func:`read_holdout`)."""
     spec = config.holdout_log
     if spec is not None:
         mapping = config.item_rows(bundle)
         return read_holdout(spec, mapping, user_ids=bundle.user_ids, n_user_rows=n_user_rows,
-                            row_ids=config.row_ids, progress=progress, trained_ids=trained_ids)
+                            row_ids=config.row_ids, progress=progress, trained_ids=trained_ids,
+                            trained_source=trained_source)
     pairs = bundle.holdout_pairs
     if not isinstance(pairs, InteractionPairs):
         raise InteractionsError(f"no held-out interactions: pass {setting('holdout')} PATH")
@@ -348,40 +325,3 @@ def plain_ids(arr: pa.Array) -> pa.Array:
         return arr if to is None else arr.cast(to, safe=True)
     except pa.ArrowException:  # fractional floats, bytes that are not UTF-8: compared as they are
         return arr
-
-
-def heldout_queries(
-    bundle: ModelBundle, config: AuditConfig, population: QueryPopulation, progress: Progress = SILENT
-) -> HeldOutQueries:
-    """The audit's holdout at the query population's positions: its users found among the
-    queried users by raw id, the rest counted (never trained; trained but not queried),
-    with the overlap of held-out and training pairs warned about."""
-    n_user_rows = None
-    if population.source == "users" and bundle.user_table is not None:
-        n_user_rows = int(bundle.user_table.shape[0])
-    heldout = load_holdout(bundle, config, n_user_rows, progress, trained_ids=population.eligible_ids)
-    held = heldout.users
-    row_ids = population.row_ids  # the unserved users' rows too: served nothing, each a miss
-    assert row_ids is not None, "a population without user ids has no held-out users"
-    at = RowLookup(row_ids)(pa.array(held.raw_ids)) if held.n else np.empty(0, np.int64)
-    found = np.flatnonzero(at >= 0)
-    eligible = (RowLookup(population.eligible_ids)(pa.array(held.raw_ids)) >= 0) if held.n and (
-        population.eligible_ids is not None) else np.zeros(held.n, dtype=bool)
-    not_sampled = int((eligible & (at < 0)).sum())
-    rowless = held_out_without_history(config, held.raw_ids[~eligible & (at < 0)], progress)
-    untrained = held.n - found.size - not_sampled - rowless
-    users, positions = held.subset(found), at[found]
-    why = f"sampled out by {setting('max_queries')}"  # a zero query vector's user is a row: served nothing
-    warnings = list(heldout.warnings) + left_out_said(heldout.source, held.n, found.size, untrained, not_sampled, why,
-                                                  rowless)
-    if (profiles := population.row_profiles) is not None and users.n:
-        indptr, rows = take_csr(*profiles, positions)
-        warnings += overlap_warnings(users, SeenItems(indptr, rows, population.seen_source), heldout.source,
-                                     config.keep_seen, recorded=config.holdout_log is None)
-    return HeldOutQueries(
-        positions=positions, indptr=users.indptr, items=users.item_rows, source=heldout.source, user_ids=users.raw_ids,
-        n_interactions=heldout.n_interactions, n_dropped=heldout.n_dropped, n_dropped_users=heldout.n_dropped_users,
-        n_not_in_training=untrained, n_not_sampled=not_sampled + rowless, warnings=tuple(warnings),
-        repeats_dropped=config.holdout_log is None and split_drops_repeats(bundle.config),
-        n_repeats_dropped=heldout.n_repeats_dropped, fingerprint=heldout.fingerprint,
-    )

@@ -20,7 +20,7 @@ from auditor.errors import setting, setting_off
 from auditor.loading import load_model
 from auditor.loading.formats import written_back
 from auditor.loading.frequencies import needs_the_log
-from auditor.loading.holdout import heldout_queries
+from auditor.loading.holdout_queries import heldout_queries
 from auditor.loading.mitigated import Rescaled, read_rescaled, rescaled_warning
 from auditor.loading.item_bias import biased_vectors, is_biased
 from auditor.loading.pairs import read_pairs

@@ -218,6 +218,16 @@ def shown(name: Any) -> str:
     return name if isinstance(name, str) and _SHOWN.fullmatch(name) else "(a name with unusual characters)"
 
 
+_SHOWN_VALUE = re.compile(r"[ !#-&(-\[\]-_a-~]{1,64}")  # printable ASCII but quotes, backslash and backtick
+
+
+def shown_value(value: Any) -> str:
+    """A recorded text value (a config's ``similarity: "cosine similarity"``) as a message may
+    show it: up to 64 printable characters, plain spaces and punctuation included, never a
+    quote, backslash or control character (a name keeps :func:`shown`'s stricter rule)."""
+    return value if isinstance(value, str) and _SHOWN_VALUE.fullmatch(value) else "(a value with unusual characters)"
+
+
 def reason(exc: BaseException) -> str:
     """``Type: words`` of an exception's first sentence, never empty, with whatever it quotes
     (file content) replaced by ``...``; words that are not plain text are withheld."""

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from auditor.errors import setting
-from auditor.loading.pickle_scan import shown
+from auditor.loading.pickle_scan import shown, shown_value
 from auditor.loading.safe_pickle import is_module, placeholder_attrs, qualname_of
 
 COSINE_FLAG_WORDS = frozenset({
@@ -77,9 +77,14 @@ def _doubt(whose: str, flags: list[tuple[str, Any]]) -> dict[str, str]:
     """The ``scoring_doubt`` of ``flags`` recorded by ``whose`` (``it``, ``its config``); none without flags."""
     if not flags:
         return {}
-    shown_flags = ", ".join(f"`{shown(name)}` = " + ("True" if value is True else f'"{shown(value)}"')
-                            for name, value in flags[:3])
+    shown_flags = ", ".join(f"`{shown(name)}` = " + ("True" if value is True else _quoted(value)) for name, value in flags[:3])
     return {"scoring_doubt": f"{whose} records {shown_flags}, and its forward() is not in the file"}
+
+
+def _quoted(value: str) -> str:
+    """A recorded text value in quotes where it may be shown (:func:`shown_value`), else what it is."""
+    text = shown_value(value)
+    return f'"{text}"' if text == value else text
 
 
 def recorded_config(config: Mapping[str, Any] | None, module: dict[str, str]) -> Mapping[str, Any] | None:

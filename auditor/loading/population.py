@@ -28,28 +28,25 @@ chosen users' interactions (memory: their training items).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
-from auditor.errors import IdMappingError, InteractionsError, QueryError, setting
+from auditor.errors import InteractionsError, QueryError, setting
 from auditor.loading.alignment import mapped_pairs
 from auditor.values import ItemRows, RowLookup
-from auditor.loading.history import (
-    eligible_users, rowless_users_note, untrained_rows_note, users_without_history, without_history_notes,
-)
+from auditor.loading.history import eligible_users
 from auditor.sampling import sample_indices
-from auditor.loading.csr import build_csr, mean_rows
+from auditor.loading.csr import build_csr
 from auditor.loading.holdout import plain_ids
-from auditor.id_spelling import why_none_match
-from auditor.idmap import table_rows
 from auditor.values import RowIdPolicy
 from auditor.loading.ids import ids_to_numpy
 from auditor.loading.log_memo import LogMemo, ids_identity, log_identity, mapping_identity
 from auditor.loading.logs import Log, TypeDrift, maybe_int, open_log, read_ids
+from auditor.loading.population_choice import choose_users
 from auditor.values import LogSpec
 from auditor.loading.queries import sample_query_file
 from auditor.loading.served import ServedVectors
@@ -199,7 +196,7 @@ def _from_log(
     def read(as_strings: bool) -> QueryPopulation:
         raw = _eligible(memo, base, log, mapping, as_strings, progress)
         every = memo.peek(("every user", *base, as_strings))  # None: evicted, the rows then count as untrained
-        chosen = _choose(bundle, source, raw, row_ids, f"the training log {log.path}", log.user_col, max_queries, seed,
+        chosen = choose_users(bundle, source, raw, row_ids, f"the training log {log.path}", log.user_col, max_queries, seed,
                          every)
         indptr, seen = memo.get(
             ("seen", *base, as_strings, ids_identity(chosen.raw_ids)),
@@ -266,7 +263,7 @@ def _from_pairs(
     """The same population from the (user, item-row) pairs a popaudit checkpoint recorded."""
     present = np.flatnonzero(np.bincount(pairs.user_index, minlength=len(pairs.user_ids)) > 0)
     raw = np.asarray(pairs.user_ids)[present]
-    chosen = _choose(bundle, source, raw, RowIdPolicy(), str(bundle.source), None, max_queries, seed)
+    chosen = choose_users(bundle, source, raw, RowIdPolicy(), str(bundle.source), None, max_queries, seed)
     position = np.full(len(pairs.user_ids), -1, dtype=np.int64)
     position[present[chosen.input_positions]] = np.arange(chosen.raw_ids.shape[0])
     owner = position[pairs.user_index]
@@ -280,115 +277,6 @@ def _from_pairs(
                 f"among the candidates (pass {setting('interactions')} to exclude them all)")
         population = replace(population, warnings=population.warnings + (note,))
     return population
-
-
-@dataclass(frozen=True)
-class _Chosen:
-    """The eligible users, the sample drawn from them, and (users) their table rows."""
-
-    source: str
-    eligible_ids: np.ndarray
-    picked_positions: np.ndarray
-    """Positions in ``eligible_ids`` of the chosen users, in query order."""
-    user_rows: np.ndarray | None
-    """User-table row of each chosen user (``users`` only; -1: a trained user without a row, a zero query)."""
-    n_untrained_rows: int | None
-    n_unmatched: int
-    sampled: bool
-    seed: int
-    no_history: tuple[int, int] = (0, 0)
-    """:func:`~auditor.loading.history.users_without_history`: not queried, not untrained either."""
-    order: np.ndarray | None = None
-    """Position in the ids :func:`_choose` was given of each eligible user (None: the same order)."""
-
-    @property
-    def raw_ids(self) -> np.ndarray:
-        return self.eligible_ids[self.picked_positions]
-
-    @property
-    def input_positions(self) -> np.ndarray:
-        """Position in the ids :func:`_choose` was given of each chosen user, in query order."""
-        return self.picked_positions if self.order is None else self.order[self.picked_positions]
-
-    def finish(
-        self, bundle: ModelBundle, indptr: np.ndarray, seen: np.ndarray, where: str, seen_source: str
-    ) -> QueryPopulation:
-        n = int(self.picked_positions.size)
-        sampled = f", {n:,} sampled with seed {self.seed}" if self.sampled else ""
-        rowless = np.zeros(n, dtype=bool)
-        if self.source == "users":
-            assert self.user_rows is not None and bundle.user_table is not None
-            rowless = self.user_rows < 0
-            vectors = np.asarray(bundle.user_table[np.where(rowless, 0, self.user_rows)], dtype=np.float32)
-            vectors[rowless] = 0.0  # a zero query: served as a zero row is (zero_queries.served_queries)
-            without = f" ({self.n_unmatched:,} of them without a row: zero queries)" if self.n_unmatched else ""
-            what = f"their user-table rows, for the {self.eligible_ids.size:,} users in {where}{without}{sampled}"
-        else:
-            vectors = mean_rows(bundle.item_table, indptr, seen)
-            what = (f"the mean of their training items (each distinct item once), for the "
-                    f"{self.eligible_ids.size:,} users in {where}{sampled}")
-        warnings: list[str] = []
-        if self.n_untrained_rows:
-            warnings.append(untrained_rows_note(self.n_untrained_rows, where))
-        note, more = without_history_notes(self.no_history, where)
-        warnings += [note] if note else []
-        what += more
-        if self.n_unmatched:
-            warnings.append(rowless_users_note(self.n_unmatched, where, int(rowless.sum()) if self.sampled else None))
-        population = QueryPopulation(
-            vectors=vectors, source=self.source, description=f"{self.source}: {what}", raw_ids=self.raw_ids,
-            source_rows=self.user_rows,
-            seen_indptr=indptr, seen_rows=seen, seen_source=seen_source, n_eligible=int(self.eligible_ids.size),
-            eligible_ids=self.eligible_ids, sampled=self.sampled,
-            n_user_rows=None if bundle.user_table is None or self.source != "users" else int(bundle.user_table.shape[0]),
-            n_untrained_rows=self.n_untrained_rows, n_unmatched_users=self.n_unmatched, warnings=tuple(warnings),
-        )
-        return population
-
-
-def _choose(
-    bundle: ModelBundle, source: str, raw: np.ndarray, row_ids: RowIdPolicy, where: str, column: str | None,
-    max_queries: int | None, seed: int, every: np.ndarray | None = None,
-) -> _Chosen:
-    """The eligible users and the sample (``users``: those with a user-table row in row order,
-    then the trained users without one, in the order given: they are served nothing, as a
-    zero query is, so that a row missing from the table moves no other user's group)."""
-    user_rows = order = None
-    n_untrained = None
-    n_unmatched = 0
-    no_history = (0, 0)
-    if source == "users":
-        assert bundle.user_table is not None
-        n_rows = int(bundle.user_table.shape[0])
-        items = None if bundle.item_ids is not None else ("item", None, bundle.n_items)  # --id-offset shifts them too
-        rows = table_rows(raw, bundle.user_ids, n_rows, row_ids, "user", where, column, framework=bundle.format,
-                          mapping=bundle.user_ids_source, other=items)
-        matched = np.flatnonzero(rows >= 0)
-        n_unmatched = int(raw.size - matched.size)
-        no_history = users_without_history(bundle, raw, every, row_ids, where, column)  # rowless ones: n_unmatched
-        order = np.concatenate([matched[np.argsort(rows[matched], kind="stable")], np.flatnonzero(rows < 0)])
-        n_untrained = n_rows - int(np.unique(rows[matched]).size) - no_history[0]
-        if matched.size == 0:
-            named = f" (column {column!r})" if column else ""
-            if bundle.user_ids is not None:
-                raise IdMappingError(
-                    f"none of the {n_unmatched:,} user ids of {where}{named} is among the raw ids of the user table's "
-                    f"rows ({bundle.user_ids_source or setting('user_ids')}): "
-                    + why_none_match(raw, bundle.user_ids, bundle.user_ids_source, "user")
-                )
-            raise QueryError(
-                f"none of the users of {where}{named} has a row in the user table, so no user can be queried; pass "
-                f"{setting('user_ids')} FILE with the raw user id of each user-table row"
-            )
-        raw, user_rows = raw[order], rows[order]
-    picked = sample_indices(raw.size, max_queries, seed)
-    positions = np.arange(raw.size) if picked is None else picked
-    return _Chosen(
-        source=source, eligible_ids=raw, picked_positions=positions,
-        user_rows=None if user_rows is None else user_rows[positions],
-        n_untrained_rows=n_untrained, n_unmatched=n_unmatched, sampled=picked is not None, seed=seed,
-        no_history=no_history if source == "users" else (0, 0), order=order,
-    )
 
 
 __all__ = ["PopulationSettings", "QueryPopulation", "SOURCES", "load_population", "population_of"]

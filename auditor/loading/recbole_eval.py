@@ -29,7 +29,7 @@ from auditor.config import AuditConfig, ReadSettings
 from auditor.errors import IdMappingError, setting
 from auditor.loading.csr import build_csr, take_csr
 from auditor.loading.history import untrained_rows_note
-from auditor.loading.holdout import heldout_queries
+from auditor.loading.holdout_queries import heldout_queries
 from auditor.loading.logs import open_log
 from auditor.loading.population import load_population
 from auditor.loading.recbole_inter import ORDER_CAVEAT

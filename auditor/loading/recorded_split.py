@@ -89,7 +89,7 @@ def refuse_whole_log_counts(frequencies: np.ndarray, bundle: ModelBundle, log: o
     """InteractionsError when ``log``'s interactions per item row are exactly the
     checkpoint's recorded training counts plus its recorded holdout: the whole log it was
     split from, given where its training part belongs (the count-level form of the test
-    :func:`auditor.loading.holdout.overlap_warnings` makes on pairs, for commands that
+    :func:`auditor.loading.holdout_queries.overlap_warnings` makes on pairs, for commands that
     count items only)."""
     held, trained = bundle.holdout_pairs, bundle.item_frequencies
     if held is None or trained is None or not len(held) or trained.shape != frequencies.shape:

@@ -23,6 +23,7 @@ import numpy as np
 
 from auditor.config import AuditConfig
 from auditor.errors import IdMappingError, setting
+from auditor.idmap import check_holdout_shift
 from auditor.loading.alignment import align_counts
 from auditor.loading.counting import count_item_ids
 from auditor.loading.history import eligible_users
@@ -37,7 +38,7 @@ from auditor.loading.sniff import name_as_read
 from auditor.loading.statistics import InputCache
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
-from auditor.values import ItemRows, LogSpec, lookup_rows
+from auditor.values import ItemRows, LogSpec, RowIdPolicy, lookup_rows
 from auditor.wording import plural
 
 
@@ -199,7 +200,8 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
     row_ids = served.user_ids
     heldout = None
     if config.holdout_log is not None:
-        heldout, row_ids = _heldout(config.holdout_log, served, log_users, progress, serve_unlisted=unmatched is None)
+        heldout, row_ids = _heldout(config.holdout_log, served, log_users, progress, serve_unlisted=unmatched is None,
+                                    policy=config.row_ids)
         warnings.extend(heldout.warnings)
     if unmatched is not None:
         warnings.insert(0, unmatched)
@@ -256,7 +258,8 @@ def _profiles(
 
 
 def _heldout(
-    spec: LogSpec, served: ServedLists, log_users: np.ndarray | None, progress: Progress, *, serve_unlisted: bool
+    spec: LogSpec, served: ServedLists, log_users: np.ndarray | None, progress: Progress, *, serve_unlisted: bool,
+    policy: RowIdPolicy = RowIdPolicy(),
 ) -> tuple[HeldOutQueries, np.ndarray]:
     """The holdout over the lists' catalogue, at the rows of the served users who have held-out
     items, and the user id of every row: the served users', then (``serve_unlisted``: some
@@ -268,7 +271,9 @@ def _heldout(
     (``n_not_in_training``), else trained but not among the served users (``n_not_sampled``).
     A held-out item neither trained nor served is a real item no list holds: it gets a row
     past the catalogue (``_beyond``), so it counts as a miss, as it does against a model's
-    table, where it is a row never served."""
+    table, where it is a row never served. The held-out user ids are held to the training
+    log's by the shift rule a model's holdout is (:func:`~auditor.idmap.check_holdout_shift`;
+    ``policy``: ``--assume-row-ids`` warns instead)."""
     mapping = _beyond(spec, served.items, progress)
     try:
         held = read_holdout(spec, mapping, progress=progress)
@@ -276,6 +281,9 @@ def _heldout(
         raise IdMappingError(f"no item of the held-out log {spec.path} ({setting('holdout')}) is in the training log "
                              f"or the served lists of {served.source}: the holdout must come from the same "
                              "catalogue") from exc
+    shifts = [] if log_users is None else check_holdout_shift(
+        held.users.raw_ids, log_users, policy, "user", f"the held-out log {spec.path} ({setting('holdout')})",
+        "the user ids of the training log")
     at = lookup_rows(held.users.raw_ids, served.user_ids)
     row_ids = served.user_ids
     in_log = (np.zeros(held.users.n, dtype=bool) if log_users is None
@@ -286,7 +294,7 @@ def _heldout(
         row_ids = np.concatenate((np.asarray(served.user_ids), np.asarray(held.users.raw_ids)[empty]))
     listed = np.flatnonzero(at >= 0)
     users = held.users.subset(listed)
-    notes = list(held.warnings)
+    notes = list(held.warnings) + shifts
     if (n_empty := len(row_ids) - served.n_users):
         notes.append(f"{plural(n_empty, 'held-out user')} of the training log {_have(n_empty)} no served list in "
                      f"{served.source}: served nothing, each counts as a miss in the accuracy and the group NDCG (as "

@@ -155,20 +155,20 @@ def _left_out(counts: IdCounts, counted: Path, stats: ItemStats, rows_assumed: b
     item_at, user_at = _first_blank(counts)
     if counts.n_null_items:
         notes.append(
-            f"{counts.n_null_items:,} interactions in {counted} have an empty "
-            f"item id ({counts.item_col!r} column{item_at}); they are left out"
+            f"{_count(counts.n_null_items, 'interaction')} in {counted} {_have(counts.n_null_items)} an empty "
+            f"item id ({counts.item_col!r} column{item_at}); {'it is' if counts.n_null_items == 1 else 'they are'} left out"
         )
     if counts.n_null_users:
         notes.append(
-            f"{counts.n_null_users:,} interactions in {counted} have an empty "
+            f"{_count(counts.n_null_users, 'interaction')} in {counted} {_have(counts.n_null_users)} an empty "
             f"user id ({counts.user_col!r} column{user_at}); they count as interactions, not as users"
         )
     if stats.n_unmapped:
         share = stats.n_unmapped / max(1, stats.n_interactions)
         notes.append(
-            f"{stats.n_unmapped:,} interactions ({share:.1%}) reference "
+            f"{_count(stats.n_unmapped, 'interaction')} ({share:.1%}) reference{'s' if stats.n_unmapped == 1 else ''} "
             f"{_count(stats.n_unmapped_ids, 'item id')} with no row in the item table; "
-            "they are left out of the frequencies"
+            f"{'it is' if stats.n_unmapped == 1 else 'they are'} left out of the frequencies"
             + (f" ({setting('assume_row_ids')}: ids taken as rows anyway)" if rows_assumed else "")
         )
     return notes
@@ -193,6 +193,10 @@ def _first_blank(counts: IdCounts) -> tuple[str, str]:
 
 def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
+
+
+def _have(n: int) -> str:
+    return "has" if n == 1 else "have"
 
 
 __all__ = ["InputCache", "item_statistics", "item_stats"]

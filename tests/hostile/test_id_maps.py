@@ -112,10 +112,12 @@ def _rare_id_past_stored_ids(renumbered: bool, assumed: tuple[str, ...] = ()) ->
     return build
 
 
-def _user_ids_shifted(renumbered: bool) -> Callable[[Path], Built]:
+def _user_ids_shifted(renumbered: bool, assumed: tuple[str, ...] = ()) -> Callable[[Path], Built]:
     """QA12 Loaders N1: user ids 0..4 stored for the user rows, a log numbering the users
     1..5: four of five users were queried with their neighbour's vector, silently.
-    ``renumbered``: with the fix, a user id file of each stored id plus 1."""
+    ``renumbered``: with the fix, a user id file of each stored id plus 1. ``assumed``:
+    ``--assume-row-ids``, which audits the shifted mapping, warned with the id file
+    (Loaders verify-2 N2 e)."""
     def build(d: Path) -> Built:
         items = np.repeat(np.arange(N_ITEMS), 3)
         pq.write_table(pa.table({"user_id": np.arange(items.size) % 5 + 1, "item_id": items}), d / "log.parquet")
@@ -124,10 +126,23 @@ def _user_ids_shifted(renumbered: bool) -> Callable[[Path], Built]:
                     "item_embedding.weight": torch.from_numpy(g.normal(size=(N_ITEMS, 4)).astype(np.float32)),
                     "user_ids": torch.tensor([3, 0, 4, 1, 2])}, d / "model.pt")
         if not renumbered:
-            return Built(check_args("model.pt"))
+            return Built(check_args("model.pt", *assumed))
         (d / "uids.txt").write_text("4\n1\n5\n2\n3\n")
         return Built(check_args("model.pt", "--user-ids", "uids.txt", "--format", "json"))
     return build
+
+
+def _user_offset_assumed(d: Path) -> Built:
+    """QA12 Logs verify-2 N4: 0-based user ids taken as rows under a wrong --id-offset 1 (the
+    items mapped through an id file) and --assume-row-ids: every user on its neighbour's row,
+    said only as a user without a row; warned now with the offset that fits (none)."""
+    torch.save({"user_embedding.weight": torch.zeros(5, 4) + 1, "item_embedding.weight": torch.eye(N_ITEMS, 4)},
+               d / "model.pt")
+    items = np.repeat(np.arange(N_ITEMS), 3)
+    pq.write_table(pa.table({"user_id": np.arange(items.size) % 5, "item_id": items}), d / "log.parquet")
+    (d / "items.txt").write_text("".join(f"{k}\n" for k in range(N_ITEMS)))
+    return Built(check_args("model.pt", "--item-ids", "items.txt", "--id-offset", "1", "--assume-row-ids", "--format",
+                            "json"))
 
 
 PADDED = [f"{k:03d}" for k in range(N_ITEMS)]
@@ -158,6 +173,14 @@ def _plain_log_with_partly_padded_ids(d: Path) -> Built:
     most-seen items map to no row, and the share refusal names the padding (Logs N2, QA 12)."""
     model = table(d)
     write(d, "ids.txt", "".join(f"{i}\n" if i < 5 else f"{i:02d}\n" for i in range(N_ITEMS)))
+    return Built(check_args(model, "--item-ids", "ids.txt", interactions=log(d)))
+
+
+def _plain_log_with_partly_decimal_ids(d: Path) -> Built:
+    """The decimal sibling (Logs verify-2 N5, QA 12): an id file writing 5..9 alone as whole
+    decimals ("5.0"): the share refusal names the decimals, not only "list the raw ids"."""
+    model = table(d)
+    write(d, "ids.txt", "".join(f"{i}\n" if i < 5 else f"{i}.0\n" for i in range(N_ITEMS)))
     return Built(check_args(model, "--item-ids", "ids.txt", interactions=log(d)))
 
 
@@ -261,6 +284,11 @@ CASES = [
          r"ids\.txt.*The ids of --item-ids ids\.txt are zero-padded \('05'\), the log's are not \(5\); a zero-padded "
          r"id is text, so it matches no integer id: write both the same way \(or --assume-row-ids",
          absent=r"List in --item-ids"),
+    Case("unpadded-log-against-partly-decimal-id-file", _plain_log_with_partly_decimal_ids, EXIT_ERROR,
+         r"40 interactions of the 55 in log\.parquet \(72\.7%\) reference 5 item ids with no row under --item-ids "
+         r"ids\.txt.*Some of the ids of --item-ids ids\.txt are written as decimals \('5\.0'\), the log's as "
+         r"integers \(5\); a decimal id is text, so it matches no integer id: write both the same way",
+         absent=r"List in --item-ids"),
     Case("id-file-of-other-ids-names-both-spellings", _other_ids_file, EXIT_ERROR,
          r"no interaction in log\.parquet matches a row of the item table: the log's items are not the model's items, "
          r"or are spelled otherwise \(the log: 0; --item-ids ids\.txt: 'x0'\); list in --item-ids ids\.txt the raw "
@@ -314,6 +342,16 @@ CASES = [
          r"row's id \+1"),
     Case("stored-user-ids-renumbered-by-a-user-id-file", _user_ids_shifted(True), EXIT_OK, None,
          stdout=r"--user-ids uids\.txt renumbers the user ids stored in model\.pt: every row's id \+1"),
+    Case("log-user-ids-shifted-from-stored-user-ids-assumed-as-mapped",
+         _user_ids_shifted(False, ("--assume-row-ids", "--format", "json")), EXIT_OK, None,
+         stdout=r"the ids look shifted: if the rows are the ids minus 1 \(1-based ids\), --assume-row-ids audited each "
+                r"user on its neighbour's row and made each without one a zero query; pass --user-ids FILE holding "
+                r"each row's id under the user ids stored in model\.pt \(`user_ids`\) \+1, in row order"),
+    Case("user-ids-under-a-wrong-offset-assumed-as-rows", _user_offset_assumed, EXIT_OK, None,
+         stdout=r"1 of the 5 distinct user ids of the training log log\.parquet have no row of the 5-row user table "
+                r"taken minus 1 as rows \(--assume-row-ids took them as rows and made each without one a zero query\), "
+                r"while every id has a row without --id-offset 1 \(row = id\): if the rows are the ids, drop "
+                r"--id-offset"),
     Case("recorded-pairs-without-stored-ids-renamed-by-user-ids", _recorded_pairs_renamed_by_user_ids, EXIT_OK,
          None),
     Case("recorded-pairs-past-the-user-table", _recorded_pairs_past_the_user_table, EXIT_ERROR,

@@ -252,6 +252,11 @@ def _reference_of_the_grade(work: Path, outcome: Outcome) -> None:
     assert "(the most-popular list: 33.3%)" in report["verdict"]["summary"], report["verdict"]["summary"]
 
 
+def _shifted_holdout(d: Path) -> None:
+    """A holdout numbering the log's users 0..4 as 1..5 (Loaders QA12 verify-2 A, lists alone)."""
+    write(d, "held.csv", "user_id,item_id\n" + "".join(f"{u + 1},{u + 3}\n" for u in range(5)))
+
+
 def _newcomer_holdout(d: Path) -> None:
     """A holdout of a served user (0), a log user without a list (2) and user 77, never in the log."""
     write(d, "held.csv", "user_id,item_id\n0,3\n2,7\n77,1\n77,2\n")
@@ -314,6 +319,10 @@ OWN_CASES = [
          r"no item of the held-out log strangers\.csv \(--holdout\) is in the training log or the served lists of "
          r"recs\.csv: the holdout must come from the same catalogue"),
     # A held-out user who never trained and has no list: absent from the training log, as beside a model (Accuracy N1).
+    Case("cli-recs-alone-holdout-users-shifted", _recs("--holdout", "held.csv", make=_shifted_holdout), EXIT_ERROR,
+         r"1 of the 5 distinct user ids of the held-out log held\.csv \(--holdout\) is not among the user ids of the "
+         r"training log, while every id minus 1 is: the holdout's user ids look shifted by \+1.*or pass "
+         r"--assume-row-ids"),
     Case("cli-recs-alone-holdout-newcomer", _recs("-k", "3", "--holdout", "held.csv", "--json", "r.json",
                                                   make=_newcomer_holdout, outputs=("r.json",), check=_newcomer_counted),
          EXIT_OK, None),

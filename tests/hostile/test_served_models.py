@@ -165,6 +165,24 @@ def _lightning_recorded(hyper: dict[str, object], biased: bool, gate: str) -> Ca
     return lambda d: _lightning(d, hyper, biased, gate)
 
 
+def _lightning_doubt(value: str, said: str) -> Callable[[Path], Built]:
+    """QA12 Loaders verify-2 B: a recorded ``similarity`` text is shown in the doubt as printable
+    text (spaces allowed; it was "(a name with unusual characters)"), a control or
+    direction-changing character never: the value is then said to be unusual, out of quotes."""
+
+    def build(d: Path) -> Built:
+        _lightning(d, {"similarity": value}, True, "arp_dot@3>0")
+
+        def check(folder: Path, outcome: Outcome) -> None:
+            report = strict_json(folder / "r.json")
+            assert said in report["warnings"][0] and said in report["served_vectors"]["not_served"], report["warnings"]
+
+        return Built(check_args("model.ckpt", "-k", "3", "--json", "r.json"), outputs=["r.json"], must_exist=["r.json"],
+                     check=check)
+
+    return build
+
+
 def _lightning_lightgcn_bias(d: Path) -> Built:
     """QA12 Loaders F1: the same with an item bias: u·i + b_i stands in (it was "as served"),
     so a list gate's line says so."""
@@ -265,6 +283,13 @@ CASES: list[Case] = [
          None, stderr=r"arp_dot@3>0: [\d.]+ \(TRIPPED\), of the stored tables\s+standing in"),
     Case("lightning-checkpoint-recording-similarity-cosine-gate",
          _lightning_recorded({"similarity": "cosine"}, False, "served_spearman>0.3"), EXIT_ERROR, NOT_MEASURED),
+    # QA12 Loaders verify-2 B: the recorded value is shown as text (spaces allowed), never a
+    # control or direction-changing character (said as what it is, out of quotes).
+    Case("lightning-checkpoint-recording-similarity-with-a-space",
+         _lightning_doubt("cosine similarity", '`similarity` = "cosine similarity", and'), EXIT_OK, None),
+    Case("lightning-checkpoint-recording-similarity-with-a-direction-override",
+         _lightning_doubt("cosine\u202esimilarity", "`similarity` = (a value with unusual characters), and"), EXIT_OK,
+         None, absent="\u202e"),
     Case("lightning-checkpoint-recording-metric-cosine-with-a-bias-gate",
          _lightning_recorded({"metric": "cosine"}, True, "arp_dot@3>0"), EXIT_GATE, None,
          stderr=r"arp_dot@3>0: [\d.]+ \(TRIPPED\), of the stored tables\s+standing in"),
