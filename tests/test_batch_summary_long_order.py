@@ -11,6 +11,8 @@ import pyarrow as pa
 import pytest
 from rich.console import Console
 
+from auditor.cli._common import option_names
+from auditor.errors import spelled_as
 from auditor.summaries import STATUS_OK
 
 HEAD = "head_share_1pct_ratio@10"
@@ -28,8 +30,9 @@ def _console(n: int, html: Path | None) -> str:
 
     buffer = io.StringIO()
     console = Console(file=buffer, width=400, color_system=None)
-    for renderable in summary_console(summarise(_table(n)), n_resumed=0, output=Path("r.parquet"), html=html):
-        console.print(renderable)
+    with spelled_as(option_names):  # as `popaudit batch` renders it: settings named by their flags
+        for renderable in summary_console(summarise(_table(n)), n_resumed=0, output=Path("r.parquet"), html=html):
+            console.print(renderable)
     return " ".join(buffer.getvalue().split())
 
 

@@ -163,8 +163,9 @@ def test_a_raise_on_an_accelerator_names_the_likely_cause() -> None:
     failure.__cause__ = RuntimeError("Expected all tensors to be on the same device")
     said = str(_on_device(failure, torch.device("cuda")))
     assert said.startswith("the live model's loss raised RuntimeError: Expected all tensors")
-    assert "(the probes ran it on cuda (--device cuda): its methods get their tensors there" in said
-    assert "torch.arange(n, device=users.device); --device cpu runs the code as written)" in said
+    # The library names the setting; the CLI (spelled_as) its flag, --device.
+    assert "(the probes ran it on cuda (device cuda): its methods get their tensors there" in said
+    assert "torch.arange(n, device=users.device); device cpu runs the code as written)" in said
     assert _on_device(failure, torch.device("cpu")) is failure  # on the CPU nothing is added
     plugin = PluginError("tower.py: its live model's loss returned a float, not a tensor")
     assert _on_device(plugin, torch.device("cuda")) is plugin  # wrong output, no raise: no device cause
@@ -180,6 +181,6 @@ def test_probes_on_cuda_name_a_target_made_on_the_cpu() -> None:
 
     live, bundle = _probe_model()
     cpu_target = CpuTarget(live.module)
-    with pytest.raises(LiveCodeFailure, match=r"loss raised .*\(the probes ran it on cuda \(--device cuda\)"):
+    with pytest.raises(LiveCodeFailure, match=r"loss raised .*\(the probes ran it on cuda \(device cuda\)"):
         run_probes(cpu_target, bundle, None, seed=5, batch_size=16, device="cuda")
     assert "errors" not in run_probes(cpu_target, bundle, None, seed=5, batch_size=16).to_dict()

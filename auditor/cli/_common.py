@@ -373,7 +373,7 @@ def option_names() -> dict[str, str]:
     names += ["temperature", "epochs", "batch_size", "init_std", "hidden_dim", "history_length", "item_encoder",
               "user_encoder", "user_optimizer"]  # retrain, experiment (training settings)
     names += ["alpha", "tensors_only"]  # popaudit mitigate
-    names += ["markdown"]  # check's report outputs
+    names += ["markdown", "html"]  # check's and batch's report outputs
     names += ["rank_by"]  # batch's summary
     names += ["alerts", "trace", "interval"]  # the training monitor (retrain)
     names += ["seeds", "lrs", "settings", "mitigations"]  # experiment's own

@@ -27,7 +27,7 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from auditor.errors import AuditError, PluginError, ProbeError
+from auditor.errors import AuditError, PluginError, ProbeError, setting
 from auditor.model import LiveModel
 from auditor.plugins.manager import PLUGIN_FAILURES, describe_failure, reraise_interrupt
 from auditor.probes.copies import module_device, one_dtype
@@ -200,9 +200,10 @@ def _on_device(failure: LiveCodeFailure | PluginError, device: torch.device) -> 
     that makes its own tensors on the CPU (a target ``torch.arange(n)``) fails there."""
     if device.type == "cpu" or failure.__cause__ is None:
         return failure
-    hint = (f" (the probes ran it on {device.type} (--device {device.type}): its methods get their tensors there "
+    flag = setting("device")
+    hint = (f" (the probes ran it on {device.type} ({flag} {device.type}): its methods get their tensors there "
             f"and must make theirs on the same device, as torch.arange(n, device=users.device); "
-            f"--device cpu runs the code as written)")
+            f"{flag} cpu runs the code as written)")
     if isinstance(failure, LiveCodeFailure):
         return LiveCodeFailure(failure.method, failure.what + hint)
     return PluginError(str(failure) + hint)

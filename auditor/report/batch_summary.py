@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from auditor.report.batch_rows import BatchSummary, SummaryRow
 from auditor.report.document import Block, Document, Figure, Paragraph, Section, Table
+from auditor.errors import setting
 from auditor.protocol import UNKNOWN
 from auditor.report.formatting import fmt_num, fmt_ratio
 from auditor.result import json_safe
@@ -303,7 +304,7 @@ def _order_table(summary: BatchSummary, share: str) -> Table:
 def _order_cut(n_rows: int, output: Path | None, html: Path | None) -> Paragraph:
     """What the terminal says in place of a row-by-row table past :data:`MAX_ORDER_ROWS` rows:
     where the full table is (the HTML page, or how to write one) and each row's figures."""
-    where = f"the HTML summary {html} lists" if html is not None else "an HTML summary (popaudit batch --html FILE) lists"
+    where = f"the HTML summary {html} lists" if html is not None else f"an HTML summary (popaudit batch {setting('html')} FILE) lists"
     figures = f"; each row's figures are in {output}" if output is not None else ""
     return Paragraph(f"Row by row: {n_rows} audited rows, more than the terminal lists ({MAX_ORDER_ROWS}): {where} "
                      f"every row, with its changes from the previous one and why any is not comparable{figures}.")
