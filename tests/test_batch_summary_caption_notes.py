@@ -8,15 +8,14 @@ log" note was the 4th of 7 entries. The JSON keeps every note of every pair (dif
 from __future__ import annotations
 
 import copy
-import html as html_text
-import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
-from rich.console import Console
+
+from summary_pages import summary_pages
 
 from auditor.summaries import STATUS_OK
 
@@ -92,16 +91,9 @@ def test_the_json_keeps_every_note_of_every_pair(four_rows: dict[str, Any]) -> N
 
 def test_every_format_says_the_shorter_caption(four_rows: dict[str, Any]) -> None:
     from auditor.batch.summary import summarise
-    from auditor.report.batch_summary import batch_document, summary_console, summary_html
-    from auditor.report.markdown import markdown_text
 
     summary = summarise(four_rows["table"])
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=400, color_system=None)
-    for renderable in summary_console(summary, n_resumed=0, output=Path("r.parquet")):
-        console.print(renderable)
-    pages = {"console": buffer.getvalue(), "html": html_text.unescape(summary_html(summary)),
-             "markdown": markdown_text(batch_document(summary), None).replace("\\_", "_")}
+    pages = summary_pages(summary)
     for where, text in pages.items():
         flat = " ".join(text.split())
         assert flat.count(_caption(four_rows)) == 1, where

@@ -7,8 +7,6 @@ they concern (QA12 scale N4: each note once, on a change the table states)."""
 
 from __future__ import annotations
 
-import html as html_text
-import io
 import json
 from pathlib import Path
 from typing import Any
@@ -17,10 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from rich.console import Console
 from scipy import stats
 
 from auditor import AuditConfig, run_audit
+from summary_pages import summary_pages
+
 from auditor.summaries import STATUS_ERROR, STATUS_OK
 
 N_ITEMS = 200
@@ -82,19 +81,12 @@ def test_a_pair_across_training_logs_carries_diffs_note(three_rows: dict[str, An
 
 def test_every_format_says_the_note_once_for_its_pair(three_rows: dict[str, Any]) -> None:
     from auditor.batch.summary import summarise
-    from auditor.report.batch_summary import batch_document, summary_console, summary_html
-    from auditor.report.markdown import markdown_text
 
     summary = summarise(three_rows["table"])
     note = next(n for n in summary.order[2].caption_notes if n.subject == "inputs.interactions differs")
     said = f"{note.subject} in row 1 vs row 3 ({note.values}): {note.effect}."
     assert f"{note.subject} ({note.values}): {note.effect}" in summary.order[2].pair_notes  # diff's words
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=400, color_system=None)
-    for renderable in summary_console(summary, n_resumed=0, output=Path("r.parquet")):
-        console.print(renderable)
-    pages = {"console": buffer.getvalue(), "html": html_text.unescape(summary_html(summary)),
-             "markdown": markdown_text(batch_document(summary), None).replace("\\_", "_")}
+    pages = summary_pages(summary)
     for where, text in pages.items():
         flat = " ".join(text.split())
         assert flat.count(said) == 1, where  # before: no note at all

@@ -69,13 +69,7 @@ def test_zero_padded_item_ids_beside_integers(inputs: tuple[Path, np.ndarray, np
     assert f"matches a row of the item table: the ids of --item-ids {folder / 'ipad.txt'} are zero-padded ('000'), " \
            "the log's are not (0); a zero-padded id is text, so it matches no integer id: write both the same way" in text
     assert "pass --item-ids" not in text
-    # Written the same way, as the message says, every row maps and ρ is scipy's.
-    (folder / "iplain.txt").write_text("".join(f"{row}\n" for row in range(N_ITEMS)))
-    report = folder / "r.json"
-    assert _check(folder / "m.pt", "--interactions", folder / "log.csv", "--item-ids", folder / "iplain.txt",
-                  "--json", report)[0] == 0
-    expected = spearmanr(counts, np.linalg.norm(table.astype(np.float64), axis=1))[0]
-    assert json.loads(report.read_text())["frequency_norm"]["spearman"] == pytest.approx(expected, abs=1e-12)
+    _written_the_same_way(folder, counts, table)
 
 
 def test_partly_zero_padded_item_ids_refused_by_share(inputs: tuple[Path, np.ndarray, np.ndarray]) -> None:
@@ -132,13 +126,7 @@ def test_partly_decimal_item_ids_refused_by_share(inputs: tuple[Path, np.ndarray
            "log's as integers (0); a decimal id is text, so it matches no integer id: write both the same way " \
            "(pandas: .astype(\"Int64\") for a column of integers holding missing values) (or --assume-row-ids" in text
     assert "List in --item-ids" not in text
-    # Written the same way, every row maps and ρ is scipy's.
-    (folder / "iplain.txt").write_text("".join(f"{row}\n" for row in range(N_ITEMS)))
-    report = folder / "r.json"
-    assert _check(folder / "m.pt", "--interactions", folder / "log.csv", "--item-ids", folder / "iplain.txt",
-                  "--json", report)[0] == 0
-    expected = spearmanr(counts, np.linalg.norm(table.astype(np.float64), axis=1))[0]
-    assert json.loads(report.read_text())["frequency_norm"]["spearman"] == pytest.approx(expected, abs=1e-12)
+    _written_the_same_way(folder, counts, table)
 
 
 def test_which_ids_are_decimals() -> None:
@@ -155,3 +143,13 @@ def test_which_ids_are_decimals() -> None:
         "integers holding missing values)")
     assert "writes every id as a decimal (3.0)" in str(spelled_apart(plain, np.array(["3.0", "12.0"], dtype=object),
                                                                      "ids.txt"))  # every id: as before
+
+
+def _written_the_same_way(folder: Path, counts: np.ndarray, table: np.ndarray) -> None:
+    """Ids written as the log writes them, as the message says: every row maps and ρ is scipy's."""
+    (folder / "iplain.txt").write_text("".join(f"{row}\n" for row in range(N_ITEMS)))
+    report = folder / "r.json"
+    assert _check(folder / "m.pt", "--interactions", folder / "log.csv", "--item-ids", folder / "iplain.txt",
+                  "--json", report)[0] == 0
+    expected = spearmanr(counts, np.linalg.norm(table.astype(np.float64), axis=1))[0]
+    assert json.loads(report.read_text())["frequency_norm"]["spearman"] == pytest.approx(expected, abs=1e-12)
