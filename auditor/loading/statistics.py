@@ -68,8 +68,15 @@ def item_statistics(
     made elsewhere (``frequencies``), or the checkpoint's record; None without any. What
     the counts leave out is warned about; an evident id mismatch stops the audit."""
     counted = config.interactions or config.frequencies  # the log, or counts made from it elsewhere
-    counts = None if counted is None else cache.item_counts(config, need_users=config.retrieval, progress=progress)
+    counts = None if counted is None else cache.item_counts(config, need_users=counts_users(config), progress=progress)
     return item_stats(bundle, counts, counted, config.row_ids, warnings)
+
+
+def counts_users(config: AuditConfig) -> bool:
+    """Whether the log's counts need distinct users per item: for retrieval's measures, and for the served
+    lists' grade under ``--popularity users`` on every route, ``--no-retrieval`` included (QA12 served, round 4:
+    ``--no-retrieval`` counted interactions only, and the lists went ungraded)."""
+    return config.retrieval or (config.popularity == "users" and config.recommendations is not None)
 
 
 def item_stats(
@@ -195,4 +202,4 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" + ("" if n == 1 else "s")
 
 
-__all__ = ["InputCache", "item_statistics", "item_stats"]
+__all__ = ["InputCache", "counts_users", "item_statistics", "item_stats"]

@@ -252,6 +252,32 @@ def _reference_of_the_grade(work: Path, outcome: Outcome) -> None:
     assert "(the most-popular list: 33.3%)" in report["verdict"]["summary"], report["verdict"]["summary"]
 
 
+def _by_users(*extra: str, counts: bool = False) -> object:
+    """Beside the corpus table with --no-retrieval --popularity users: a log where item 0 has the most
+    interactions (user 0, 20 times) and item 9 the most users (all 5, once each); every two-item list serves
+    item 9 first. Or (``counts``) the corpus counts file, which has no distinct-users column."""
+    def build(d: Path) -> Built:
+        pairs = [(0, 0)] * 20 + [(u, 9) for u in range(5)] + [(u, i) for i in range(1, 9) for u in (i % 5, (i + 1) % 5)]
+        write(d, "train.csv", "user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in pairs))
+        write(d, "counts.csv", "item_id,count\n" + "".join(f"{i},{i + 1}\n" for i in range(10)))
+        write(d, "recs.csv", "user_id,item_id,rank\n" + "".join(f"{u},9,1\n{u},{u + 1},2\n" for u in range(5)))
+        counted = ["--frequencies", "counts.csv"] if counts else ["--interactions", "train.csv"]
+        return Built(["check", table(d), "--recommendations", "recs.csv", *counted, *FAST, "-k", "2", "--no-retrieval",
+                      "--popularity", "users", *extra], outputs=["r.json"] if extra else [],
+                     must_exist=["r.json"] if extra else [], check=_graded_by_users if extra else None)
+
+    return build
+
+
+def _graded_by_users(work: Path, outcome: Outcome) -> None:
+    """Head {9} by distinct users: 5 of the 10 top-2 slots against 5 of the 22 user-item pairs (22.7%), high,
+    graded by the lists; old: no grade at all (the log counted without users), the model's none, rc 0."""
+    report = json.loads((work / "r.json").read_text())
+    assert report["served"]["head_share_every_list"] == {"2": pytest.approx(0.5)}, report["served"]
+    assert report["served"]["head_share_log"] == pytest.approx(5 / 22), report["served"]
+    assert (report["verdict"]["severity"], report["verdict"]["graded_by"]) == ("high", "served"), report["verdict"]
+
+
 def _newcomer_holdout(d: Path) -> None:
     """A holdout of a served user (0), a log user without a list (2) and user 77, never in the log."""
     write(d, "held.csv", "user_id,item_id\n0,3\n2,7\n77,1\n77,2\n")
@@ -300,6 +326,15 @@ OWN_CASES = [
              f"{u},{i},{r + 1}\n" for u in range(5) for r, i in enumerate((9, 100, 101, 102, 0)))), EXIT_ERROR,
          r"15 of the 25 served slots in recs\.csv \(column 'item_id'\) \(60\.0%\) name items "
          r"neither the training log nor the model's item table knows, more than the 50% an audit measures"),
+    # --popularity users with --no-retrieval beside a model: the log counted with distinct users, the lists graded
+    # by them as on every route (QA12 served, round 4: old, ungraded, the model's none, rc 0).
+    Case("cli-recs-beside-model-no-retrieval-popularity-users-trips-the-gate",
+         _by_users("--fail-on", "severity_level>=2", "--json", "r.json"), EXIT_GATE, None,
+         stderr=r"severity_level>=2: 3 \(TRIPPED\)"),
+    # ... and counts without distinct users are refused there as on every route (old: ungraded, rc 0).
+    Case("cli-recs-beside-model-no-retrieval-popularity-users-counts-without-users", _by_users(counts=True),
+         EXIT_ERROR, r"^Error: --popularity users needs distinct users per item, but the counts file counts\.csv has no "
+                     r"distinct-users column: name it with --user-count-col"),
     # A RecBole .inter read whole by lists alone (its held-out part counted as training): said (Served F1).
     Case("cli-recs-alone-whole-recbole-inter", _whole_inter, EXIT_OK, None),
     Case("cli-recs-no-model-no-lists", _no_model("--interactions", "log.parquet"), EXIT_USAGE,
