@@ -149,6 +149,10 @@ def test_a_log_item_without_a_model_row_keeps_its_interactions_in_the_grade(
     assert report["served"]["head_share_every_list"] == {"5": pytest.approx(served)}  # type: ignore[index]
     assert report["served"]["head_share_log"] == pytest.approx(share)  # type: ignore[index]
     assert (code, report["verdict"]["severity"]) == (3, "high")  # type: ignore[index]  # old beside: 0, none
+    if route == "beside":  # the statistics' warning says the grade counts them (old: only 'left out of the frequencies')
+        assert f"30 interactions ({30 / len(log):.1%}) reference 1 item id with no row in the item table; they are " \
+            "left out of the frequencies; the grade of the served lists recs.csv (the severity) counts them by their " \
+            "raw ids all the same, as lists alone do" in report["warnings"]  # type: ignore[operator]
 
 
 def test_a_tied_item_without_a_row_keeps_the_slot_its_id_gives_it(tmp_path: Path) -> None:

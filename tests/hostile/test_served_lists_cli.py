@@ -278,6 +278,33 @@ def _graded_by_users(work: Path, outcome: Outcome) -> None:
     assert (report["verdict"]["severity"], report["verdict"]["graded_by"]) == ("high", "served"), report["verdict"]
 
 
+def _log_item_without_a_row(*extra: str) -> object:
+    """The corpus log (items 0..9) with item 10, 5 interactions, which the table's id file (0..9) gives no row;
+    with served lists that list it, or without lists."""
+    def build(d: Path) -> Built:
+        log(d, "log.csv")
+        (d / "log.csv").write_text((d / "log.csv").read_text() + "".join(f"{u},10\n" for u in range(5)))
+        write(d, "ids.txt", "".join(f"{i}\n" for i in range(10)))
+        write(d, "recs.csv", "user_id,item_id,rank\n0,10,1\n0,3,2\n1,10,1\n1,4,2\n")
+        return Built(["check", table(d), "--item-ids", "ids.txt", "--interactions", "log.csv", *FAST, "-k", "2",
+                      *extra, "--json", "r.json"], outputs=["r.json"], must_exist=["r.json"],
+                     check=_log_item_said(bool(extra)))
+
+    return build
+
+
+def _log_item_said(lists: bool) -> Callable[[Path, Outcome], None]:
+    """The statistics' warning says the lists' grade counts the item by raw id where lists are given (old: only
+    'left out of the frequencies'), and stays as it was without lists."""
+    def check(work: Path, outcome: Outcome) -> None:
+        warning = ("5 interactions (8.3%) reference 1 item id with no row in the item table; they are left out of the "
+                   "frequencies") + ("; the grade of the served lists recs.csv (the severity) counts them by their raw "
+                                     "ids all the same, as lists alone do" if lists else "")
+        assert warning in json.loads((work / "r.json").read_text())["warnings"]
+
+    return check
+
+
 def _newcomer_holdout(d: Path) -> None:
     """A holdout of a served user (0), a log user without a list (2) and user 77, never in the log."""
     write(d, "held.csv", "user_id,item_id\n0,3\n2,7\n77,1\n77,2\n")
@@ -335,6 +362,10 @@ OWN_CASES = [
     Case("cli-recs-beside-model-no-retrieval-popularity-users-counts-without-users", _by_users(counts=True),
          EXIT_ERROR, r"^Error: --popularity users needs distinct users per item, but the counts file counts\.csv has no "
                      r"distinct-users column: name it with --user-count-col"),
+    # A log item without a model row: its warning says the lists' grade counts it by raw id (QA12 served, round 4).
+    Case("cli-recs-beside-model-log-item-without-a-row", _log_item_without_a_row("--recommendations", "recs.csv"),
+         EXIT_OK, None),
+    Case("cli-model-log-item-without-a-row-no-lists", _log_item_without_a_row(), EXIT_OK, None),
     # A RecBole .inter read whole by lists alone (its held-out part counted as training): said (Served F1).
     Case("cli-recs-alone-whole-recbole-inter", _whole_inter, EXIT_OK, None),
     Case("cli-recs-no-model-no-lists", _no_model("--interactions", "log.parquet"), EXIT_USAGE,
