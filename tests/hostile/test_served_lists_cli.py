@@ -230,6 +230,7 @@ def _new_items_graded(work: Path, outcome: Outcome) -> None:
     report = json.loads((work / "r.json").read_text())
     assert report["served"]["head_share_every_list"] == {"3": pytest.approx(1 / 3), "5": pytest.approx(0.2)}
     assert report["verdict"]["severity"] == "moderate", report["verdict"]
+    assert report["served"]["cold_slot_share"] == pytest.approx(0.4), report["served"]  # 10 of 25 slots; old: 0.0
     assert any("have no row in the item table" in w and "counts them by their raw ids all the same, as lists alone "
                "do" in w for w in report["warnings"]), report["warnings"]
 
