@@ -310,7 +310,7 @@ def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: Audit
         warnings += short_lists_said(section.short_lists, in_figures, "queried users' served lists (matched to the "
                                      "model's item rows: an item without a row leaves its slot empty)")
     section.n_graded_apart = int((inputs.served.lists >= 0).any(axis=1).sum()) - in_figures  # diff's population rule
-    if (stats := inputs.stats) is not None and (config.popularity != "users" or stats.user_counts is not None):
+    if (stats := inputs.stats) is not None:  # users missing under --popularity users: refused, as on every route
         section.head_share_log, section.head_share_every_list = graded_shares(inputs.served, stats, config.popularity,
                                                                               config.ks)
         if serving is not None and rows is not None and "popular" in serving.lists:  # the reference, same head

@@ -72,7 +72,7 @@ class ServedSection:
     n_slots: int | None = None
     """Lists alone: filled served slots (the denominator of ``n_training_slots``)."""
     cold_slot_share: float | None = None
-    """Share of the served slots naming items the training log never saw (None: no log given);
+    """Share of the served slots naming items the training log never saw, with a table row or not (None: no log given);
     lists alone refuse above :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR` (beside a model, above it of
     slots naming items neither the log nor the model's item table knows)."""
     head_share_every_list: dict[int, float | None] = field(default_factory=dict)

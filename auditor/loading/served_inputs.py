@@ -35,7 +35,7 @@ from auditor.loading.served_ids import refuse_unmatched_users, unmatched_users_r
 from auditor.loading.served_lists import NOT_MEASURED, ServedLists, lists_for, read_served_lists
 from auditor.loading.served_rowless import with_log_counts
 from auditor.loading.sniff import name_as_read
-from auditor.loading.statistics import InputCache
+from auditor.loading.statistics import InputCache, counts_users
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
 from auditor.values import ItemRows, LogSpec, RowIdPolicy, lookup_rows
@@ -85,7 +85,7 @@ def served_for_model(
     spec = config.served_log
     assert spec is not None
     counted = config.interactions or config.frequencies
-    counts = None if counted is None else cache.item_counts(config, need_users=False, progress=progress)
+    counts = None if counted is None else cache.item_counts(config, need_users=counts_users(config), progress=progress)
     log_users = log_users if population is None else population.eligible_ids
     served = read_served_lists(
         spec, rank_col=config.rank_col, score_col=config.score_col, items=config.item_rows(bundle),

@@ -27,7 +27,8 @@ its ``warnings`` where something was changed or left out:
   when no item has a table row; on either route it refuses when more than
   :data:`~auditor.loading.served_ids.UNMATCHED_SLOTS_FLOOR` of the served slots name items the log never saw (the
   exposure figures would describe mostly the spelling, not the service), with a model only those
-  that have no table row either; below that the share is a warning, listed first, and ``ServedSection.cold_slot_share``.
+  that have no table row either; below that the share is a warning, listed first, and ``ServedSection.cold_slot_share``
+  (every slot of an item the log never saw, with a row or not, on both routes).
 * **order**: rank (lower first; 0- or 1-based, from the file's lowest rank) or score
   (higher first). Ties are broken by the file's item ids (lower first: numbers
   numerically, text as text), not by item row, so one file gives one top K with or
@@ -103,7 +104,8 @@ class ServedLists:
     n_unknown_users: int | None = None
     """Users absent from ``log_users`` (kept); None: the log's users were not given."""
     cold_slot_share: float | None = None
-    """Share of the served slots (rows) naming items absent from ``log_items`` (None: not given)."""
+    """Share of the served slots (rows) naming items absent from ``log_items`` (None: not given); beside a model
+    those without a table row too, as the lists' grade reads their slots and lists alone count them."""
     warnings: tuple[str, ...] = ()
     rowless: RowlessItems | None = None
     """With a model: the items without a row in its item table, which the lists' grade counts by raw id as lists
@@ -320,16 +322,19 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
             "row in the item table: their slots were left empty, and the items after them keep their positions; "
             "the lists' grade (the severity) counts them by their raw ids all the same, as lists alone do"
         )
-    cold = np.zeros(code_rows.size, dtype=bool)
-    if log_items is not None and len(log_items):  # items with a row that the log never saw
-        cold = (lookup_rows(read.item_ids, np.asarray(log_items)) < 0) & ~unknown
-    n_cold, n_cold_rows = int(cold.sum()), int(cold[item_codes].sum())
-    share = n_cold_rows / item_codes.size if item_codes.size else 0.0
-    if n_cold:  # first: the share of slots that do not line up with the log is what to read first
+    never = np.zeros(code_rows.size, dtype=bool)
+    if log_items is not None and len(log_items):  # items the log never saw, with a table row or not
+        never = lookup_rows(read.item_ids, np.asarray(log_items)) < 0
+    cold = never & ~unknown  # those with a row (every one alone): kept in the measures, popularity 0
+    n_never, n_never_rows, n_rowless = int(never.sum()), int(never[item_codes].sum()), int((never & unknown).sum())
+    share = n_never_rows / item_codes.size if item_codes.size else 0.0  # as the grade reads their slots: row or not
+    if n_never:  # first: the share of slots that do not line up with the log is what to read first
         notes.insert(0,
-            f"{n_cold:,} of the {read.item_ids.size:,} distinct items in {path} never appear in the training log "
-            f"({_count(n_cold_rows, 'row')}, {share:.1%} of the served slots): kept as items without training "
-            "interactions (popularity 0)"
+            f"{n_never:,} of the {read.item_ids.size:,} distinct items in {path} never appear in the training log "
+            f"({_count(n_never_rows, 'row')}, {share:.1%} of the served slots): kept as items without training "
+            "interactions (popularity 0)" + (f"; {n_rowless:,} of them are also without a row in the item table, so "
+                                             "the served scoring's figures leave their slots empty while the lists' "
+                                             "grade counts them by raw id" if n_rowless else "")
         )
     absent = None if log_users is None else int((lookup_rows(served.user_ids, np.asarray(log_users)) < 0).sum())
     if absent:
@@ -349,7 +354,7 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
         notes.append(f"{m.n_short_lists:,} of the {n_users:,} lists in {path} hold fewer than {served.k:,} items as the "
                      f"file gives them (every user's rows): their empty slots are not counted by any measure at K{beside}")
     return replace(served, warnings=tuple(notes), n_unknown_items=n_unknown, n_unknown_rows=n_unknown_rows,
-                   n_cold_items=n_cold, n_cold_rows=n_cold_rows, n_unknown_users=absent,
+                   n_cold_items=int(cold.sum()), n_cold_rows=int(cold[item_codes].sum()), n_unknown_users=absent,
                    cold_slot_share=share if log_items is not None and len(log_items) else None)
 
 

@@ -68,24 +68,33 @@ def item_statistics(
     made elsewhere (``frequencies``), or the checkpoint's record; None without any. What
     the counts leave out is warned about; an evident id mismatch stops the audit."""
     counted = config.interactions or config.frequencies  # the log, or counts made from it elsewhere
-    counts = None if counted is None else cache.item_counts(config, need_users=config.retrieval, progress=progress)
-    return item_stats(bundle, counts, counted, config.row_ids, warnings)
+    counts = None if counted is None else cache.item_counts(config, need_users=counts_users(config), progress=progress)
+    return item_stats(bundle, counts, counted, config.row_ids, warnings, graded=config.recommendations)
+
+
+def counts_users(config: AuditConfig) -> bool:
+    """Whether the log's counts need distinct users per item: for retrieval's measures, and for the served
+    lists' grade under ``--popularity users`` on every route, ``--no-retrieval`` included (QA12 served, round 4:
+    ``--no-retrieval`` counted interactions only, and the lists went ungraded)."""
+    return config.retrieval or (config.popularity == "users" and config.recommendations is not None)
 
 
 def item_stats(
-    bundle: ModelBundle, counts: IdCounts | None, counted: Path | None, policy: RowIdPolicy, warnings: list[str]
+    bundle: ModelBundle, counts: IdCounts | None, counted: Path | None, policy: RowIdPolicy, warnings: list[str],
+    graded: Path | None = None,
 ) -> ItemStats | None:
     """Frequencies per row of ``bundle``'s item table: ``counts`` (of the log or counts
     file ``counted``) aligned through the bundle's item ids, else ``policy``'s rows; else
     the checkpoint's recorded frequencies; None without either.
 
     Warnings (empty ids, interactions with no row, offsets the log suggests) are appended
-    to ``warnings``; IdMappingError when no interaction matches a row, or when an id
+    to ``warnings`` (``graded``: the served lists given beside the model, whose grade counts the log's items
+    without a row by raw id: said); IdMappingError when no interaction matches a row, or when an id
     offset is given for rows mapped through ids."""
     _check_offset_applies(bundle, policy)  # with a log or without one
     if counts is not None:
         assert counted is not None
-        return _aligned(bundle, counts, counted, policy, warnings)
+        return _aligned(bundle, counts, counted, policy, warnings, graded)
     if bundle.item_frequencies is not None:
         freqs = np.asarray(bundle.item_frequencies, dtype=np.int64)
         users = recorded_users(bundle, freqs)
@@ -122,7 +131,7 @@ def _check_offset_applies(bundle: ModelBundle, policy: RowIdPolicy) -> None:
 
 
 def _aligned(
-    bundle: ModelBundle, counts: IdCounts, counted: Path, policy: RowIdPolicy, warnings: list[str]
+    bundle: ModelBundle, counts: IdCounts, counted: Path, policy: RowIdPolicy, warnings: list[str], graded: Path | None
 ) -> ItemStats:
     stats = align_counts(counts, ItemRows(bundle.item_ids, bundle.n_items, policy.shift))
     if bundle.item_ids is None:
@@ -137,7 +146,7 @@ def _aligned(
         mapped = (counts.ids, counts.counts, bundle.item_ids, policy, "item", counted, str(bundle.item_ids_source))
         check_mapped_shift(*mapped)
         warnings += mapped_shift_signals(*mapped)
-    warnings += _left_out(counts, counted, stats, bundle.item_ids is None)
+    warnings += _left_out(counts, counted, stats, bundle.item_ids is None, graded)
     if int(stats.frequencies.sum()) == 0:
         raise IdMappingError(
             f"no interaction in {counted} matches a row of the item table: "
@@ -149,8 +158,9 @@ def _aligned(
     return stats
 
 
-def _left_out(counts: IdCounts, counted: Path, stats: ItemStats, rows_assumed: bool) -> list[str]:
-    """What the counts held that the frequencies leave out, in words."""
+def _left_out(counts: IdCounts, counted: Path, stats: ItemStats, rows_assumed: bool, graded: Path | None) -> list[str]:
+    """What the counts held that the frequencies leave out, in words; ``graded``: the served lists, whose grade
+    still counts the items without a row (:func:`auditor.loading.served_rowless.with_log_counts`)."""
     notes = []
     item_at, user_at = _first_blank(counts)
     if counts.n_null_items:
@@ -170,6 +180,8 @@ def _left_out(counts: IdCounts, counted: Path, stats: ItemStats, rows_assumed: b
             f"{_count(stats.n_unmapped_ids, 'item id')} with no row in the item table; "
             f"{'it is' if stats.n_unmapped == 1 else 'they are'} left out of the frequencies"
             + (f" ({setting('assume_row_ids')}: ids taken as rows anyway)" if rows_assumed else "")
+            + ("" if graded is None else f"; the grade of the served lists {graded} (the severity) counts them by "
+               "their raw ids all the same, as lists alone do")
         )
     return notes
 
@@ -199,4 +211,4 @@ def _have(n: int) -> str:
     return "has" if n == 1 else "have"
 
 
-__all__ = ["InputCache", "item_statistics", "item_stats"]
+__all__ = ["InputCache", "counts_users", "item_statistics", "item_stats"]

@@ -230,6 +230,7 @@ def _new_items_graded(work: Path, outcome: Outcome) -> None:
     report = json.loads((work / "r.json").read_text())
     assert report["served"]["head_share_every_list"] == {"3": pytest.approx(1 / 3), "5": pytest.approx(0.2)}
     assert report["verdict"]["severity"] == "moderate", report["verdict"]
+    assert report["served"]["cold_slot_share"] == pytest.approx(0.4), report["served"]  # 10 of 25 slots; old: 0.0
     assert any("have no row in the item table" in w and "counts them by their raw ids all the same, as lists alone "
                "do" in w for w in report["warnings"]), report["warnings"]
 
@@ -255,6 +256,59 @@ def _reference_of_the_grade(work: Path, outcome: Outcome) -> None:
 def _shifted_holdout(d: Path) -> None:
     """A holdout numbering the log's users 0..4 as 1..5 (Loaders QA12 verify-2 A, lists alone)."""
     write(d, "held.csv", "user_id,item_id\n" + "".join(f"{u + 1},{u + 3}\n" for u in range(5)))
+
+
+def _by_users(*extra: str, counts: bool = False) -> object:
+    """Beside the corpus table with --no-retrieval --popularity users: a log where item 0 has the most
+    interactions (user 0, 20 times) and item 9 the most users (all 5, once each); every two-item list serves
+    item 9 first. Or (``counts``) the corpus counts file, which has no distinct-users column."""
+    def build(d: Path) -> Built:
+        pairs = [(0, 0)] * 20 + [(u, 9) for u in range(5)] + [(u, i) for i in range(1, 9) for u in (i % 5, (i + 1) % 5)]
+        write(d, "train.csv", "user_id,item_id\n" + "".join(f"{u},{i}\n" for u, i in pairs))
+        write(d, "counts.csv", "item_id,count\n" + "".join(f"{i},{i + 1}\n" for i in range(10)))
+        write(d, "recs.csv", "user_id,item_id,rank\n" + "".join(f"{u},9,1\n{u},{u + 1},2\n" for u in range(5)))
+        counted = ["--frequencies", "counts.csv"] if counts else ["--interactions", "train.csv"]
+        return Built(["check", table(d), "--recommendations", "recs.csv", *counted, *FAST, "-k", "2", "--no-retrieval",
+                      "--popularity", "users", *extra], outputs=["r.json"] if extra else [],
+                     must_exist=["r.json"] if extra else [], check=_graded_by_users if extra else None)
+
+    return build
+
+
+def _graded_by_users(work: Path, outcome: Outcome) -> None:
+    """Head {9} by distinct users: 5 of the 10 top-2 slots against 5 of the 22 user-item pairs (22.7%), high,
+    graded by the lists; old: no grade at all (the log counted without users), the model's none, rc 0."""
+    report = json.loads((work / "r.json").read_text())
+    assert report["served"]["head_share_every_list"] == {"2": pytest.approx(0.5)}, report["served"]
+    assert report["served"]["head_share_log"] == pytest.approx(5 / 22), report["served"]
+    assert (report["verdict"]["severity"], report["verdict"]["graded_by"]) == ("high", "served"), report["verdict"]
+
+
+def _log_item_without_a_row(*extra: str) -> object:
+    """The corpus log (items 0..9) with item 10, 5 interactions, which the table's id file (0..9) gives no row;
+    with served lists that list it, or without lists."""
+    def build(d: Path) -> Built:
+        log(d, "log.csv")
+        (d / "log.csv").write_text((d / "log.csv").read_text() + "".join(f"{u},10\n" for u in range(5)))
+        write(d, "ids.txt", "".join(f"{i}\n" for i in range(10)))
+        write(d, "recs.csv", "user_id,item_id,rank\n0,10,1\n0,3,2\n1,10,1\n1,4,2\n")
+        return Built(["check", table(d), "--item-ids", "ids.txt", "--interactions", "log.csv", *FAST, "-k", "2",
+                      *extra, "--json", "r.json"], outputs=["r.json"], must_exist=["r.json"],
+                     check=_log_item_said(bool(extra)))
+
+    return build
+
+
+def _log_item_said(lists: bool) -> Callable[[Path, Outcome], None]:
+    """The statistics' warning says the lists' grade counts the item by raw id where lists are given (old: only
+    'left out of the frequencies'), and stays as it was without lists."""
+    def check(work: Path, outcome: Outcome) -> None:
+        warning = ("5 interactions (8.3%) reference 1 item id with no row in the item table; they are left out of the "
+                   "frequencies") + ("; the grade of the served lists recs.csv (the severity) counts them by their raw "
+                                     "ids all the same, as lists alone do" if lists else "")
+        assert warning in json.loads((work / "r.json").read_text())["warnings"]
+
+    return check
 
 
 def _newcomer_holdout(d: Path) -> None:
@@ -305,6 +359,19 @@ OWN_CASES = [
              f"{u},{i},{r + 1}\n" for u in range(5) for r, i in enumerate((9, 100, 101, 102, 0)))), EXIT_ERROR,
          r"15 of the 25 served slots in recs\.csv \(column 'item_id'\) \(60\.0%\) name items "
          r"neither the training log nor the model's item table knows, more than the 50% an audit measures"),
+    # --popularity users with --no-retrieval beside a model: the log counted with distinct users, the lists graded
+    # by them as on every route (QA12 served, round 4: old, ungraded, the model's none, rc 0).
+    Case("cli-recs-beside-model-no-retrieval-popularity-users-trips-the-gate",
+         _by_users("--fail-on", "severity_level>=2", "--json", "r.json"), EXIT_GATE, None,
+         stderr=r"severity_level>=2: 3 \(TRIPPED\)"),
+    # ... and counts without distinct users are refused there as on every route (old: ungraded, rc 0).
+    Case("cli-recs-beside-model-no-retrieval-popularity-users-counts-without-users", _by_users(counts=True),
+         EXIT_ERROR, r"^Error: --popularity users needs distinct users per item, but the counts file counts\.csv has no "
+                     r"distinct-users column: name it with --user-count-col"),
+    # A log item without a model row: its warning says the lists' grade counts it by raw id (QA12 served, round 4).
+    Case("cli-recs-beside-model-log-item-without-a-row", _log_item_without_a_row("--recommendations", "recs.csv"),
+         EXIT_OK, None),
+    Case("cli-model-log-item-without-a-row-no-lists", _log_item_without_a_row(), EXIT_OK, None),
     # A RecBole .inter read whole by lists alone (its held-out part counted as training): said (Served F1).
     Case("cli-recs-alone-whole-recbole-inter", _whole_inter, EXIT_OK, None),
     Case("cli-recs-no-model-no-lists", _no_model("--interactions", "log.parquet"), EXIT_USAGE,
