@@ -47,7 +47,7 @@ from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager
 from auditor.loading.plugin_formats import model_formats, plugin_owner, write_model_format
 from auditor.mitigation.verify import verify_written
-from auditor.mitigation.written_notes import as_read_back, zero_rows_note
+from auditor.mitigation.written_notes import as_read_back, said_once, zero_rows_note
 from auditor.progress import SILENT, Progress
 from auditor.wording import export_served_vectors
 
@@ -77,6 +77,8 @@ class MitigateConfig(ReadSettings):
     """How α was chosen: ``given``, or the trade-off's recommendation (``auto``)."""
     tradeoff: dict[str, Any] | None = None
     """With ``auto``: the trade-off figures of the chosen scoring (:func:`tradeoff_figures`)."""
+    audit_warnings: tuple[str, ...] = ()
+    """With ``auto``: the warnings of the audit the α was chosen by (its holdout's among them)."""
 
     PATHS = (*ReadSettings.PATHS, "model", "output")
 
@@ -258,7 +260,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             layout=written.layout,
             norms={"before": asdict(NormSummary.of(norms.before)), "after": asdict(NormSummary.of(norms.after))},
             frequency_norm=None if freqs is None else _slopes(norms, freqs, config),
-            warnings=warnings + notes + zero_rows_note(float(config.alpha), norms.after),
+            warnings=said_once(warnings, config.audit_warnings, notes, zero_rows_note(float(config.alpha), norms.after)),
             tradeoff=tradeoff,
             input_rescaled=earlier,
         )

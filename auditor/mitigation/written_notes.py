@@ -1,8 +1,10 @@
 """What ``mitigate`` says of the table it wrote (:mod:`auditor.mitigation.run`): a plugin
-writer's claims against what reads back, and the zero rows of a table written at α = 0."""
+writer's claims against what reads back, the zero rows of a table written at α = 0, and the
+sidecar's warnings, each said once."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 import numpy as np
@@ -29,3 +31,9 @@ def zero_rows_note(alpha: float, after: np.ndarray) -> list[str]:
     does (:func:`auditor.alpha.zero_rows_at_cosine`)."""
     note = zero_rows_at_cosine(int(np.count_nonzero(after == 0))) if alpha == 0.0 else None
     return [] if note is None else [note]
+
+
+def said_once(*parts: Iterable[str]) -> list[str]:
+    """The warnings of ``parts`` in order, each once (``--alpha auto``'s audit reads the model
+    and its log as mitigate does, so their loaders' warnings repeat)."""
+    return list(dict.fromkeys(w for part in parts for w in part))
