@@ -47,7 +47,7 @@ from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager
 from auditor.loading.plugin_formats import model_formats, plugin_owner, write_model_format
 from auditor.mitigation.verify import verify_written
-from auditor.mitigation.written_notes import as_read_back, said_once, zero_rows_note
+from auditor.mitigation.written_notes import as_read_back, said_once, table_notes
 from auditor.progress import SILENT, Progress
 from auditor.wording import export_served_vectors
 
@@ -260,7 +260,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             layout=written.layout,
             norms={"before": asdict(NormSummary.of(norms.before)), "after": asdict(NormSummary.of(norms.after))},
             frequency_norm=None if freqs is None else _slopes(norms, freqs, config),
-            warnings=said_once(warnings, config.audit_warnings, notes, zero_rows_note(float(config.alpha), norms.after)),
+            warnings=said_once(warnings, config.audit_warnings, notes, table_notes(config.alpha, written, config.output, tradeoff)),
             tradeoff=tradeoff,
             input_rescaled=earlier,
         )
