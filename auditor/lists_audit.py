@@ -166,8 +166,8 @@ def model_only_given(config: AuditConfig) -> list[str]:
                            frequencies=config.frequencies)
     given = []
     for field in dataclass_fields(AuditConfig):
-        if field.name in LISTS_SETTINGS or (field.name == "assume_row_ids" and config.holdout is not None):
-            continue  # a holdout's users are held to the log's by the shift rule, which --assume-row-ids turns to a warning
+        if field.name in LISTS_SETTINGS:
+            continue
         ours, default = getattr(config, field.name), getattr(defaults, field.name)
         if field.name == "declared":  # its parts are separate options and columns
             given += [part.name for part in dataclass_fields(ours) if getattr(ours, part.name) != getattr(default, part.name)]

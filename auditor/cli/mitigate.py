@@ -198,9 +198,9 @@ def _work(job: _Job, staged: tuple[Path, Path] | None) -> Any:
         )
         audit.check_inputs()
         cache = InputCache()  # the log read once, for the audit and the output as written
-        chosen, sentence, figures = auto_alpha(audit, pm=pm, progress=progress, cache=cache)
+        chosen, sentence, figures, said = auto_alpha(audit, pm=pm, progress=progress, cache=cache)
         config = MitigateConfig(model=model, output=output, alpha=chosen, alpha_source=sentence, tradeoff=figures,
-                                **options)
+                                audit_warnings=said, **options)
         as_written = functools.partial(figures_as_written, audit, figures, output, pm=pm, progress=progress, cache=cache)
         return mitigate(config, pm=pm, progress=progress, inputs=inputs, staged=staged, as_written=as_written)
     return mitigate(config, pm=pm, progress=progress, inputs=inputs, staged=staged)

@@ -142,7 +142,7 @@ def read_holdout(
     them as served nothing (:mod:`auditor.loading.zero_queries`), so each is a miss. With
     them, the held-out user ids (against them, ``trained_source`` in words) and item ids
     (against the item table's) are held to the shift rule the training log's are
-    (:func:`~auditor.idmap.check_holdout_shift`: refused where they look shifted).
+    (:func:`~auditor.idmap.check_holdout_shift`: warned where they fit only shifted, used as numbered).
     """
     log, first_empty = _open(spec, "held-out accuracy"), [""]  # first_empty: where the first empty id is, in words
     item_parts: list[pa.Array] = []  # each batch's distinct item ids, where the training side's are known
@@ -190,7 +190,7 @@ def read_holdout(
             f"when mapped {how}: {fix}"
         )
     shifts = [] if trained_ids is None else _shift_signals(pairs, item_parts, mapping, (trained_ids, trained_source),
-                                                           row_ids, where)
+                                                           where)
     if user_ids is None and n_user_rows is not None:
         _check_trained_rows(np.asarray(pairs.user_ids), trained_ids, n_user_rows, row_ids, str(log.path))
     held = _held_out(pairs, str(log.path), user_ids, n_user_rows, row_ids, user_column=log.user_col,
@@ -200,15 +200,14 @@ def read_holdout(
 
 
 def _shift_signals(
-    pairs: InteractionPairs, item_parts: list[pa.Array], mapping: ItemRows, trained: tuple[np.ndarray, str],
-    policy: RowIdPolicy, where: str,
+    pairs: InteractionPairs, item_parts: list[pa.Array], mapping: ItemRows, trained: tuple[np.ndarray, str], where: str,
 ) -> list[str]:
     """The training side's ids known (``trained``: its users' raw ids, in words), the held-out
     users are held to them and the held-out items (``item_parts``: each batch's distinct raw
     ids) to the item table's by the one shift rule (:func:`~auditor.idmap.check_holdout_shift`)."""
-    signals = check_holdout_shift(np.asarray(pairs.user_ids), trained[0], policy, "user", where, trained[1])
+    signals = check_holdout_shift(np.asarray(pairs.user_ids), trained[0], "user", where, trained[1])
     items = pa.concat_arrays(item_parts).to_numpy(zero_copy_only=False) if item_parts else np.empty(0, np.int64)
-    return signals + check_holdout_shift(items, mapping.raw_ids(np.arange(mapping.n_items)), policy, "item", where,
+    return signals + check_holdout_shift(items, mapping.raw_ids(np.arange(mapping.n_items)), "item", where,
                                          f"the raw ids of the item table's {mapping.n_items:,} rows")
 
 

@@ -38,7 +38,7 @@ from auditor.loading.sniff import name_as_read
 from auditor.loading.statistics import InputCache, counts_users
 from auditor.model import HeldOutQueries, ItemStats, ModelBundle, QueryPopulation
 from auditor.progress import SILENT, Progress
-from auditor.values import ItemRows, LogSpec, RowIdPolicy, lookup_rows
+from auditor.values import ItemRows, LogSpec, lookup_rows
 from auditor.wording import plural
 
 
@@ -200,8 +200,7 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
     row_ids = served.user_ids
     heldout = None
     if config.holdout_log is not None:
-        heldout, row_ids = _heldout(config.holdout_log, served, log_users, progress, serve_unlisted=unmatched is None,
-                                    policy=config.row_ids)
+        heldout, row_ids = _heldout(config.holdout_log, served, log_users, progress, serve_unlisted=unmatched is None)
         warnings.extend(heldout.warnings)
     if unmatched is not None:
         warnings.insert(0, unmatched)
@@ -258,8 +257,7 @@ def _profiles(
 
 
 def _heldout(
-    spec: LogSpec, served: ServedLists, log_users: np.ndarray | None, progress: Progress, *, serve_unlisted: bool,
-    policy: RowIdPolicy = RowIdPolicy(),
+    spec: LogSpec, served: ServedLists, log_users: np.ndarray | None, progress: Progress, *, serve_unlisted: bool
 ) -> tuple[HeldOutQueries, np.ndarray]:
     """The holdout over the lists' catalogue, at the rows of the served users who have held-out
     items, and the user id of every row: the served users', then (``serve_unlisted``: some
@@ -272,8 +270,8 @@ def _heldout(
     A held-out item neither trained nor served is a real item no list holds: it gets a row
     past the catalogue (``_beyond``), so it counts as a miss, as it does against a model's
     table, where it is a row never served. The held-out user ids are held to the training
-    log's by the shift rule a model's holdout is (:func:`~auditor.idmap.check_holdout_shift`;
-    ``policy``: ``--assume-row-ids`` warns instead)."""
+    log's by the shift rule a model's holdout is (:func:`~auditor.idmap.check_holdout_shift`:
+    warned, used as numbered)."""
     mapping = _beyond(spec, served.items, progress)
     try:
         held = read_holdout(spec, mapping, progress=progress)
@@ -282,7 +280,7 @@ def _heldout(
                              f"or the served lists of {served.source}: the holdout must come from the same "
                              "catalogue") from exc
     shifts = [] if log_users is None else check_holdout_shift(
-        held.users.raw_ids, log_users, policy, "user", f"the held-out log {spec.path} ({setting('holdout')})",
+        held.users.raw_ids, log_users, "user", f"the held-out log {spec.path} ({setting('holdout')})",
         "the user ids of the training log")
     at = lookup_rows(held.users.raw_ids, served.user_ids)
     row_ids = served.user_ids

@@ -156,9 +156,11 @@ def _beside(kept: Accuracy, rebuilt: Accuracy) -> str:
 
 
 def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None, progress: Progress = SILENT,
-               cache: InputCache | None = None) -> tuple[float, str, dict[str, Any]]:
+               cache: InputCache | None = None) -> tuple[float, str, dict[str, Any], tuple[str, ...]]:
     """Run the audit of ``config`` and take the α its accuracy trade-off recommends: (α,
-    the recommendation's sentence, the trade-off figures of that scoring). The held-out
+    the recommendation's sentence, the trade-off figures of that scoring, the audit's
+    warnings, which the sidecar carries: a holdout's ids that fit only shifted are warned of
+    there, never refused, QA13 accuracy F1). The held-out
     interactions are ``holdout``, or the split a popaudit checkpoint stored, as for
     ``check``. For history queries (no user table) the trade-off is that of dot serving of
     each candidate output with its queries rebuilt from it (:mod:`auditor.mitigation.history`),
@@ -187,7 +189,8 @@ def auto_alpha(config: AuditConfig, *, pm: pluggy.PluginManager | None = None, p
         cut = result.retrieval.at[accuracy.quoted_k]
     unchanged = f"{population.source if population else 'none'}: the audit's queries, which the rescaling leaves unchanged"
     sentence = f"auto: {accuracy.recommendation}".strip() + (_beside(kept, accuracy) if history else "")
-    return alpha, sentence, tradeoff_figures(accuracy, cut, accuracy.recommended, QUERIES_REBUILT if history else unchanged)
+    figures = tradeoff_figures(accuracy, cut, accuracy.recommended, QUERIES_REBUILT if history else unchanged)
+    return alpha, sentence, figures, tuple(result.warnings)
 
 
 __all__ = [

@@ -27,14 +27,14 @@ import numpy as np
 import pluggy
 
 from auditor import __version__
-from auditor.alpha import RULE, zero_rows_at_cosine
+from auditor.alpha import RULE
 from auditor.config import ReadSettings, LoadOptions
 from auditor.errors import EvaluationSplitError, IdMappingError, InputError, ModelLoadError, UntrustedPickleError, setting
 from auditor.io import atomic_path, file_sha256, is_special_file, require_regular_file
 from auditor.output_guard import check_not_inputs
 from auditor.loading import count_item_ids, load_model
 from auditor.loading.formats import BUILTIN_FORMATS, detect_format, suffix_kinds, writer_format
-from auditor.plugin_api import ModelFormat, WriteJob, Written
+from auditor.plugin_api import ModelFormat, WriteJob
 from auditor.loading.recorded_split import refuse_whole_log_counts
 from auditor.loading.stand_in import tables_stand_in
 from auditor.loading.recbole_eval import recbole_evaluation, reproduces_split, training_stats
@@ -47,6 +47,7 @@ from auditor.model import ModelBundle
 from auditor.plugins import get_plugin_manager
 from auditor.loading.plugin_formats import model_formats, plugin_owner, write_model_format
 from auditor.mitigation.verify import verify_written
+from auditor.mitigation.written_notes import as_read_back, said_once, table_notes
 from auditor.progress import SILENT, Progress
 from auditor.wording import export_served_vectors
 
@@ -76,6 +77,8 @@ class MitigateConfig(ReadSettings):
     """How α was chosen: ``given``, or the trade-off's recommendation (``auto``)."""
     tradeoff: dict[str, Any] | None = None
     """With ``auto``: the trade-off figures of the chosen scoring (:func:`tradeoff_figures`)."""
+    audit_warnings: tuple[str, ...] = ()
+    """With ``auto``: the warnings of the audit the α was chosen by (its holdout's among them)."""
 
     PATHS = (*ReadSettings.PATHS, "model", "output")
 
@@ -238,7 +241,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
         if source_rows is not None:  # a plugin's writer: the sidecar records what reads back, not its claims
             read_dtype = verify_written(pm, writer, out_tmp, source_rows, float(config.alpha), norms,
                                         config.load_options, config.output)
-            written, source_rows = _as_read_back(written, read_dtype), None
+            written, source_rows = as_read_back(written, read_dtype), None
         tradeoff, notes, said = config.tradeoff, list(written.notes), config.alpha_source
         if as_written is not None and tradeoff is not None and written.dtype not in FULL_PRECISION:
             chosen_by, (tradeoff, more) = str(tradeoff["recommendation"]), as_written(out_tmp, written.dtype)
@@ -257,7 +260,7 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             layout=written.layout,
             norms={"before": asdict(NormSummary.of(norms.before)), "after": asdict(NormSummary.of(norms.after))},
             frequency_norm=None if freqs is None else _slopes(norms, freqs, config),
-            warnings=warnings + notes + _zero_rows_note(float(config.alpha), norms.after),
+            warnings=said_once(warnings, config.audit_warnings, notes, table_notes(config.alpha, written, config.output, tradeoff)),
             tradeoff=tradeoff,
             input_rescaled=earlier,
         )
@@ -265,19 +268,6 @@ def mitigate(config: MitigateConfig, *, pm: pluggy.PluginManager | None = None, 
             json.dump(result.to_dict(), fh, indent=2, allow_nan=False, ensure_ascii=False)
             fh.write("\n")
     return result
-
-
-def _as_read_back(written: Written, dtype: str) -> Written:
-    """A plugin writer's report with the dtype of the table read back and the layout check
-    reads (rows, items × dim), each claim that differs said in a note."""
-    notes = list(written.notes)
-    if written.dtype != dtype:
-        notes.append(f"the writer reported dtype {written.dtype!r}, but the table reads back as {dtype}; "
-                     "the sidecar records the latter")
-    if written.layout != "rows":
-        notes.append(f"the writer reported layout {written.layout!r}; its reader gives check the table as rows "
-                     "(items × dim), the layout the sidecar records")
-    return replace(written, dtype=dtype, layout="rows", notes=notes)
 
 
 def _prepare(config: MitigateConfig, pm: pluggy.PluginManager, inputs: dict[str, Path | None] | None,
@@ -374,13 +364,6 @@ def _slopes(norms: RowNorms, frequencies: tuple[np.ndarray, str], config: Mitiga
         "Spearman's rho is not reported: ||k||^alpha keeps the norms' order, so rescaling cannot move it"
     )
     return out
-
-
-def _zero_rows_note(alpha: float, after: np.ndarray) -> list[str]:
-    """The zero rows of a table written at α = 0, which dot over it serves and cosine never
-    does (:func:`auditor.alpha.zero_rows_at_cosine`)."""
-    note = zero_rows_at_cosine(int(np.count_nonzero(after == 0))) if alpha == 0.0 else None
-    return [] if note is None else [note]
 
 
 def _finite(value: Any) -> Any:

@@ -63,16 +63,29 @@ def _check(*extra: str, outputs: tuple[str, ...] = (), must_exist: tuple[str, ..
     return build
 
 
-def _mitigate(*extra: str, out: str = "o.npy", make: Any = None, outputs: tuple[str, ...] = ()) -> Any:
+def _mitigate(*extra: str, out: str = "o.npy", make: Any = None, outputs: tuple[str, ...] = (), check: Any = None) -> Any:
     """The valid table and log, ``make(d)``, then ``mitigate items.npy -o OUT`` with ``extra``."""
 
     def build(d: Path) -> Built:
         standard(d)
         if make is not None:
             make(d)
-        return Built(["mitigate", "items.npy", "-o", out, *extra], outputs=outputs, must_exist=outputs)
+        return Built(["mitigate", "items.npy", "-o", out, *extra], outputs=outputs, must_exist=outputs, check=check)
 
     return build
+
+
+def _float16_items(d: Path) -> None:
+    """The standard table stored in float16."""
+    np.save(d / "items.npy", np.load(d / "items.npy").astype(np.float16))
+
+
+def _rounding_said(d: Path, outcome: Outcome) -> None:
+    """The sidecar says the float16 rounding may move the ranking, and how to measure it."""
+    warnings = strict_json(d / "o.npy.popaudit.json")["warnings"]
+    assert any(w.startswith("stored as float16, the output's table rounds the rescaled rows, so dot serving of it may "
+                            "not rank as check's alpha_0.5 of the input does (the rounding moves the rows' norms from "
+                            "||k||^0.5 by up to ") and "popaudit check o.npy" in w for w in warnings), warnings
 
 
 def _retrain(*extra: str) -> Any:
@@ -597,6 +610,9 @@ CASES = [
     Case("mitigate-alpha-above-one", _mitigate("--alpha", "1.5"), EXIT_USAGE, r"Invalid value for '--alpha': '1\.5' must be <= 1"),
     Case("mitigate-alpha-nan", _mitigate("--alpha", "nan"), EXIT_USAGE, r"Invalid value for '--alpha': 'nan' is not a finite number"),
     Case("mitigate-alpha-negative", _mitigate("--alpha", "-0.5"), EXIT_USAGE, r"Invalid value for '--alpha': '-0\.5' must be >= 0"),
+    # QA13 accuracy F2: a given alpha on a table stored narrower than float32 said nothing of its rounding.
+    Case("mitigate-given-alpha-float16-table", _mitigate("--alpha", "0.5", make=_float16_items, check=_rounding_said,
+                                                         outputs=("o.npy", "o.npy.popaudit.json")), EXIT_OK, None),
     Case("mitigate-output-is-model", _mitigate("--alpha", "0.5", out="items.npy"), EXIT_ERROR,
          r"-o items\.npy " + NEVER_OVERWRITES.format(given="MODEL")),
     Case("mitigate-output-symlink-to-model", _mitigate("--alpha", "0.5", out="report.json", make=_links), EXIT_ERROR,
