@@ -314,6 +314,8 @@ def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: Audit
         rows = inputs.served_catalogue.lists
     missing = int((rows < 0).all(axis=1).sum()) if rows is not None and serving else None
     section = describe_served(inputs.served, missing)
+    if rows is not None and inputs.served_catalogue is not None:  # the served scoring's items, as lists alone's
+        section.n_catalogue = inputs.served_catalogue.n_items
     in_figures = 0
     if retrieval is not None and rows is not None:
         section.short_lists = short_lists_beside(rows, [k for k, cut in retrieval.at.items() if "served" in cut.norm_aware])
