@@ -46,6 +46,7 @@ from auditor.tradeoff import UserValues, head_slots, judge_tradeoff
 
 if TYPE_CHECKING:  # loaded on demand: conditions bring the probes, retrieval FAISS
     from auditor.conditions import ConditionsOutcome
+    from auditor.loading.served_catalogue import ServedCatalogue
     from auditor.retrieval.measure import RetrievalOutcome
 
 __all__ = ["InputCache", "run_audit"]
@@ -151,7 +152,8 @@ def _serve(
     model serves other vectors than its table)."""
     served, stats = inputs.serving_bundle, inputs.stats
     serving = _measure_retrieval(served, stats, config, inputs.population, progress, registered, inputs.heldout,
-                                 inputs.served_rows, zero_rows_said=served is inputs.bundle)
+                                 inputs.served_rows, zero_rows_said=served is inputs.bundle,
+                                 catalogue=inputs.served_catalogue)
     if serving is not None:  # the one saturation policy: a K mostly saturated grades nothing
         from auditor.harm import saturation_flags
 
@@ -278,17 +280,24 @@ def _measure_retrieval(
     heldout: HeldOutQueries | None = None,
     served: np.ndarray | None = None,
     zero_rows_said: bool = False,
+    catalogue: ServedCatalogue | None = None,
 ) -> RetrievalOutcome | None:
     """The retrieval section over the population (None when there is none); ``served``:
-    the served lists of the queried users, measured as the ``served`` scoring;
-    ``zero_rows_said``: the load stage warned of this table's zero rows."""
+    the served lists of the queried users, measured as the ``served`` scoring, over ``catalogue``
+    where given (as lists alone: QA13 harms F1, F2); ``zero_rows_said``: the load stage warned of
+    this table's zero rows."""
     if population is None or stats is None:
         return None
     from auditor.retrieval import measure_retrieval
 
+    relevant = relevant_rows(heldout, population.n_rows)
+    if catalogue is not None and catalogue.relevant is None and relevant is not None:  # a holdout the model carries
+        from auditor.loading.served_catalogue import mapped_relevant
+
+        catalogue = replace(catalogue, relevant=mapped_relevant(relevant, config.item_rows(bundle), catalogue))
     return measure_retrieval(bundle, stats, config, population, progress, list_measures=registered.lists,
-                             relevant=relevant_rows(heldout, population.n_rows), groups=config.groups,
-                             served=served, zero_rows_said=zero_rows_said)
+                             relevant=relevant, groups=config.groups, served=served, zero_rows_said=zero_rows_said,
+                             served_catalogue=catalogue)
 
 
 def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: AuditConfig,
@@ -300,15 +309,18 @@ def _served(inputs: AuditInputs, serving: RetrievalOutcome | None, config: Audit
     from auditor.retrieval.served import describe_served, graded_apart_said, graded_shares, popular_reference
     from auditor.retrieval.served import short_lists_beside, short_lists_said
 
-    missing = int((inputs.served_rows < 0).all(axis=1).sum()) if inputs.served_rows is not None and serving else None
-    section = describe_served(inputs.served, missing)
     retrieval, rows = (None if serving is None else serving.retrieval), inputs.served_rows
+    if rows is not None and inputs.served_catalogue is not None:  # as measured: by raw id, as lists alone
+        rows = inputs.served_catalogue.lists
+    missing = int((rows < 0).all(axis=1).sum()) if rows is not None and serving else None
+    section = describe_served(inputs.served, missing)
+    if rows is not None and inputs.served_catalogue is not None:  # the served scoring's items, as lists alone's
+        section.n_catalogue = inputs.served_catalogue.n_items
     in_figures = 0
     if retrieval is not None and rows is not None:
         section.short_lists = short_lists_beside(rows, [k for k, cut in retrieval.at.items() if "served" in cut.norm_aware])
         in_figures = int((rows >= 0).any(axis=1).sum())
-        warnings += short_lists_said(section.short_lists, in_figures, "queried users' served lists (matched to the "
-                                     "model's item rows: an item without a row leaves its slot empty)")
+        warnings += short_lists_said(section.short_lists, in_figures, "queried users' served lists")
     section.n_graded_apart = int((inputs.served.lists >= 0).any(axis=1).sum()) - in_figures  # diff's population rule
     if (stats := inputs.stats) is not None:  # users missing under --popularity users: refused, as on every route
         section.head_share_log, section.head_share_every_list = graded_shares(inputs.served, stats, config.popularity,

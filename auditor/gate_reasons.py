@@ -315,7 +315,8 @@ def _why_group_null(name: PerK, section: Mapping[str, Any], report: Mapping[str,
         if tied:
             return f"{name.measure}: {tied[0]}"
     definitions = section.get("definitions") or {}
-    drawn = str(definitions.get("user_group_sizes") or "")
+    served = name.scoring in (None, "served") and "served_user_group_sizes" in definitions  # its own groups (QA13)
+    drawn = str(definitions.get("served_user_group_sizes" if served else "user_group_sizes") or "")
     size = re.search(rf"([\d,]+) {group} \(", drawn)
     if size and int(size.group(1).replace(",", "")) == 0:
         remedy = (f"a larger {setting(group + '_fraction')}" if group != "diverse" else

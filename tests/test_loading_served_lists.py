@@ -143,7 +143,7 @@ def test_items_without_a_table_row_leave_their_slot_empty(tmp_path: Path) -> Non
     assert served.lists.tolist() == [[2, -1, 0], [0, 1, -1]]  # 10 stays third for user 1
     assert (served.n_unknown_items, served.n_unknown_rows) == (2, 2)
     assert (served.n_cold_items, served.n_cold_rows) == (1, 1)  # 12 has a row, but the log never saw it
-    assert any("2 of the 6 served items" in w and "keep their positions" in w for w in served.warnings)
+    assert any("2 of the 6 served items" in w and "keeping their positions" in w for w in served.warnings)
     with pytest.raises(IdMappingError, match=r"none of the 5 items in .*recs\.csv \(column 'item_id'\) has a row in the "
                                              r"item table \(3 rows\); pass " + _s("item_ids") + " FILE"):
         read_served_lists(_csv(tmp_path, RANKED), items=ItemRows(None, 3, offset=100))

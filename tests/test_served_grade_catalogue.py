@@ -72,7 +72,11 @@ def test_model_rows_neither_trained_nor_served_do_not_move_the_head(
     assert section["head_share_every_list"] == {"5": pytest.approx(served)}  # type: ignore[index]
     assert (code, verdict["severity"], verdict["graded_by"]) == (3, "high", "served")  # type: ignore[index]
     assert "20.0% of their top-5 slots, against 6.2% of the training interactions, 3.22×" in verdict["summary"]  # type: ignore[index]
-    if route != "alone":  # the per-K served figures stay over the model's 300 rows (head {0, 1, 2})
+    if route == "beside":  # the per-K served figures are over the lists-alone catalogue too (QA13 harms): head {0}
+        assert section["n_catalogue"] == 97  # type: ignore[index]  # old: the model's 300 rows, head {0, 1, 2}
+        figures = report["retrieval"]["at"]["5"]["served"]  # type: ignore[index]
+        assert figures["head_share_1pct"] == pytest.approx(served)  # type: ignore[index]
+    elif route != "alone":  # not measured per K: the model's rows describe the file
         assert section["n_catalogue"] == N_ROWS  # type: ignore[index]
 
 

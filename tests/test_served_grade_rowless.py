@@ -100,7 +100,7 @@ def test_listed_items_without_a_model_row_grade_by_raw_id_on_every_route(
     assert (code, verdict["severity"], verdict["graded_by"]) == (3, "high", "served")  # type: ignore[index]
     if route != "alone":  # the warning says the grade counts them, no longer that it may be lower
         warned = [w for w in report["warnings"] if "have no row in the item table" in w]  # type: ignore[attr-defined]
-        assert warned and "counts them by their raw ids" in warned[0] and "can be lower" not in warned[0]
+        assert warned and "count them by their raw ids" in warned[0] and "can be lower" not in warned[0]
 
 
 @pytest.mark.parametrize("route", list(ROUTES))
@@ -171,8 +171,9 @@ def test_a_log_item_without_a_model_row_keeps_its_interactions_in_the_grade(
     assert (code, report["verdict"]["severity"]) == (3, "high")  # type: ignore[index]  # old beside: 0, none
     if route == "beside":  # the statistics' warning says the grade counts them (old: only 'left out of the frequencies')
         assert f"30 interactions ({30 / len(log):.1%}) reference 1 item id with no row in the item table; they are " \
-            "left out of the frequencies; the grade of the served lists recs.csv (the severity) counts them by their " \
-            "raw ids all the same, as lists alone do" in report["warnings"]  # type: ignore[operator]
+            "left out of the frequencies (the model's scorings'); the served lists recs.csv are graded (the severity) " \
+            "and measured (the served scoring's figures) over them all the same, by their raw ids, as lists alone " \
+            "are" in report["warnings"]  # type: ignore[operator]
 
 
 def test_a_tied_item_without_a_row_keeps_the_slot_its_id_gives_it(tmp_path: Path) -> None:

@@ -51,6 +51,7 @@ from auditor.progress import SILENT, Progress
 from auditor.trace_section import TrainingSection
 
 if TYPE_CHECKING:  # served lists are read only when given (load_inputs)
+    from auditor.loading.served_catalogue import ServedCatalogue
     from auditor.loading.served_lists import ServedLists
 
 PROBE_PAIRS = 200_000
@@ -80,6 +81,9 @@ class AuditInputs:
     """The served lists given as ``recommendations`` (None: none given)."""
     served_rows: np.ndarray | None = None
     """int64 (n_queries, max K): the served list of each queried user (-1: empty slot)."""
+    served_catalogue: ServedCatalogue | None = None
+    """The served lists of the queried users over the lists-alone catalogue, which the served scoring is measured
+    over (QA13 harms F1, F2; None: not measured, or RecBole's route, whose log is the run's split)."""
     served_log_users: np.ndarray | None = None
     """Nobody queried (retrieval not measured): the training log's users, whose served lists grade
     the severity (None: queried, or the log names no users: every list grades)."""
@@ -179,8 +183,14 @@ def _read_served(inputs: AuditInputs, config: AuditConfig, cache: InputCache, pr
         config, inputs.bundle, inputs.population, cache, progress, evaluates_untrained=inputs.recbole is not None,
         log_users=inputs.served_log_users)
     inputs.warnings.extend(notes)
+    if inputs.served_rows is not None and inputs.population is not None and inputs.recbole is None:
+        from auditor.loading.served_catalogue import served_catalogue
+
+        assert inputs.population.row_ids is not None  # lined up: the queries carry user ids
+        inputs.served_catalogue = served_catalogue(config, cache, inputs.population.row_ids, progress)
     if inputs.served_rows is not None and inputs.stats is not None and config.interactions is not None:  # groups drawn
-        if note := catalogue_note(inputs.served, inputs.stats.frequencies, inputs.bundle.source):
+        if note := catalogue_note(inputs.served, inputs.stats.frequencies, inputs.bundle.source,
+                                 inputs.served_catalogue is not None):
             inputs.warnings.append(note)
 
 

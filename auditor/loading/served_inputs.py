@@ -134,19 +134,23 @@ def _no_list_note(missing: int, population: QueryPopulation, served: ServedLists
             "serves them an empty list (no exposure; a miss for held-out accuracy)")
 
 
-def catalogue_note(served: ServedLists, frequencies: np.ndarray, model: object) -> str | None:
+def catalogue_note(served: ServedLists, frequencies: np.ndarray, model: object, alone: bool = True) -> str | None:
     """Beside a model whose user groups are drawn: its item rows neither trained on (no
     interaction in the log) nor served, which are in this audit's catalogue but not in that
-    of the same lists audited alone, so the popular items that group the users can differ."""
+    of the same lists audited alone, so the popular items that group the users can differ;
+    ``alone``: the served scoring is measured over the lists-alone catalogue (RecBole's route: not)."""
     touched = frequencies > 0
     touched[served.lists[served.lists >= 0]] = True
     n_other = int(touched.size - np.count_nonzero(touched))
     if not n_other:
         return None
     return (f"{n_other:,} of the {touched.size:,} item rows of {model} are neither in the training log nor in the "
-            f"served lists of {served.source}: they count in the catalogue whose top items group the users here, "
-            "while the same lists audited alone do not know them, so the user groups and per-group figures (ΔGAP, "
-            "miscalibration, NDCG) of the two routes can differ (docs/served-lists.md)")
+            f"served lists of {served.source}: they count in the catalogue whose top items group the users for the "
+            "model's scorings (dot, cosine, popular), while " + (
+                "the served scoring's groups and figures are drawn as the same lists audited alone draw them, without "
+                "these rows (docs/served-lists.md)" if alone else
+                "the same lists audited alone do not know them, so the user groups and per-group figures (ΔGAP, "
+                "miscalibration, NDCG) of the two routes can differ (docs/served-lists.md)"))
 
 
 NOT_QUERIED = (
@@ -176,7 +180,8 @@ def served_for_untrained(served: ServedLists, untrained: QueryPopulation) -> tup
     return rows, note
 
 
-def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress = SILENT) -> ListsInputs:
+def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress = SILENT,
+                      beside_model: bool = False) -> ListsInputs:
     """The served lists of ``config.recommendations`` over the catalogue of the training
     log and the lists, the log's counts aligned to it, and the cut-offs measured: every
     requested K up to the longest list; a larger K is measured at the longest list's
@@ -188,6 +193,7 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
     served = read_served_lists(
         spec, rank_col=config.rank_col, score_col=config.score_col, log_items=counts.ids,
         log_users=log_users, max_k=max(config.ks), max_memory=config.max_memory, progress=progress,
+        beside_model=beside_model,
     )
     unmatched = unmatched_users_reason(served.source, served.user_col, served.user_ids, log_users)
     warnings = list(served.warnings)
@@ -206,7 +212,7 @@ def load_lists_inputs(config: AuditConfig, cache: InputCache, progress: Progress
         warnings.insert(0, unmatched)
     if (whole := whole_inter_said(config.training_log)) is not None:
         warnings.insert(0, whole)
-    profiles, population = (None, None) if unmatched else _profiles(config, served, row_ids, progress)
+    profiles, population = (None, None) if unmatched else log_profiles(config, served, row_ids, progress)
     return ListsInputs(served=served, stats=align_counts(counts, served.items), ks=ks, warnings=warnings,
                        heldout=heldout, profiles=profiles, population=population, unmatched_users=unmatched,
                        n_unlisted=len(row_ids) - served.n_users, log_read_whole=whole is not None)
@@ -237,7 +243,7 @@ def whole_inter_said(spec: LogSpec | None) -> str | None:
 Csr = tuple[np.ndarray, np.ndarray]
 
 
-def _profiles(
+def log_profiles(
     config: AuditConfig, served: ServedLists, row_ids: np.ndarray, progress: Progress
 ) -> tuple[Csr | None, Csr | None]:
     """CSR of the training items over the lists' catalogue of each user of ``row_ids`` (the

@@ -146,6 +146,7 @@ def read_served_lists(
     max_k: int | None = None,
     max_memory: int | None = None,
     progress: Progress = SILENT,
+    beside_model: bool = False,
 ) -> ServedLists:
     """The served lists in ``spec``'s file (``spec.user_col``/``item_col`` as for a log).
 
@@ -154,7 +155,9 @@ def read_served_lists(
     :attr:`~auditor.loading.counting.IdCounts.ids`) and the lists' items; given with
     ``items`` too, it counts the listed items the log never saw. ``log_users``:
     distinct raw user ids of the training log, to count the served users it lacks.
-    ``max_k``: cut every list to this many slots. Raises :class:`ServedListsError` (or
+    ``max_k``: cut every list to this many slots. ``beside_model``: the catalogue read of lists a model's item
+    rows already read (:mod:`auditor.loading.served_catalogue`), whose share of unmatched items they judged. Raises
+    :class:`ServedListsError` (or
     :class:`IdMappingError` for ids that cannot be rows) naming the file, column and row.
     """
     if max_k is not None and max_k < 1:
@@ -162,7 +165,8 @@ def read_served_lists(
     log, order = open_served(spec, rank_col, score_col)
     read = read_ids(log, lambda as_strings: _read(log, order, as_strings, progress))
     if items is None:
-        refuse_unmatched_items(log.path, log.item_col, read.item_ids, read.records.item_codes, log_items)
+        if not beside_model:  # beside a model its item rows decided (the served scoring read as lists alone)
+            refuse_unmatched_items(log.path, log.item_col, read.item_ids, read.records.item_codes, log_items)
         catalogue = union_ids(log_items, read.item_ids)
         mapping = ItemRows(catalogue, int(catalogue.size))
         code_rows = lookup_rows(read.item_ids, catalogue)
@@ -319,8 +323,10 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
     if n_unknown_rows:
         notes.append(
             f"{n_unknown_rows:,} of the {item_codes.size:,} served items in {path} ({n_unknown:,} distinct) have no "
-            "row in the item table: their slots were left empty, and the items after them keep their positions; "
-            "the lists' grade (the severity) counts them by their raw ids all the same, as lists alone do"
+            "row in the item table: the served scoring's figures and the lists' grade (the severity) count them by "
+            "their raw ids all the same, as lists alone do; only the overlaps with the model's lists and the held-out "
+            "accuracy (whose held-out items need a row) read their slots as empty, the items after them keeping "
+            "their positions"
         )
     never = np.zeros(code_rows.size, dtype=bool)
     if log_items is not None and len(log_items):  # items the log never saw, with a table row or not
@@ -332,9 +338,8 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
         notes.insert(0,
             f"{n_never:,} of the {read.item_ids.size:,} distinct items in {path} never appear in the training log "
             f"({_count(n_never_rows, 'row')}, {share:.1%} of the served slots): kept as items without training "
-            "interactions (popularity 0)" + (f"; {n_rowless:,} of them are also without a row in the item table, so "
-                                             "the served scoring's figures leave their slots empty while the lists' "
-                                             "grade counts them by raw id" if n_rowless else "")
+            "interactions (popularity 0)" + (f"; {n_rowless:,} of them are also without a row in the item table, "
+                                             "counted by raw id all the same" if n_rowless else "")
         )
     absent = None if log_users is None else int((lookup_rows(served.user_ids, np.asarray(log_users)) < 0).sum())
     if absent:
@@ -349,8 +354,7 @@ def _counted(served: ServedLists, read: _Read, code_rows: np.ndarray, log_items:
                      "numbers numerically, text as text), with or without a model")
     if m.n_short_lists:
         beside = "" if served.catalogue else (
-            "; the queried users' lists short of each K once matched to the model's item rows are counted apart "
-            "(served.short_lists)")
+            "; the queried users' lists short of each K are counted apart (served.short_lists)")
         notes.append(f"{m.n_short_lists:,} of the {n_users:,} lists in {path} hold fewer than {served.k:,} items as the "
                      f"file gives them (every user's rows): their empty slots are not counted by any measure at K{beside}")
     return replace(served, warnings=tuple(notes), n_unknown_items=n_unknown, n_unknown_rows=n_unknown_rows,

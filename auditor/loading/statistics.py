@@ -180,8 +180,9 @@ def _left_out(counts: IdCounts, counted: Path, stats: ItemStats, rows_assumed: b
             f"{_count(stats.n_unmapped_ids, 'item id')} with no row in the item table; "
             f"{'it is' if stats.n_unmapped == 1 else 'they are'} left out of the frequencies"
             + (f" ({setting('assume_row_ids')}: ids taken as rows anyway)" if rows_assumed else "")
-            + ("" if graded is None else f"; the grade of the served lists {graded} (the severity) counts them by "
-               "their raw ids all the same, as lists alone do")
+            + ("" if graded is None else f" (the model's scorings'); the served lists {graded} are graded (the "
+               "severity) and measured (the served scoring's figures) over them all the same, by their raw ids, as "
+               "lists alone are")
         )
     return notes
 

@@ -38,7 +38,7 @@ from auditor.metrics.exposure import filled_overlap, overlap
 from auditor.config import GroupPolicy
 from auditor.plugin_api import ListContext, Slots
 from auditor.metrics.list_measures import ExposureMeasures
-from auditor.metrics.user_measures import group_definitions, group_table, tied_groups_warning, tied_ratio
+from auditor.metrics.user_measures import group_definitions, group_sizes, group_table, tied_groups_warning, tied_ratio
 from auditor.model import ItemStats, ModelBundle
 from auditor.progress import SILENT, Progress
 from auditor.alpha import alpha_scoring
@@ -60,6 +60,7 @@ from auditor.retrieval.serving import popular_lists, saturation
 
 if TYPE_CHECKING:
     from auditor.hookspecs import ListMeasure
+    from auditor.loading.served_catalogue import ServedCatalogue
 
 GroupTables = dict[int, dict[str, list[dict[str, Any]]]]
 """K -> scoring -> the per-user-group rows (``Retrieval.user_groups``)."""
@@ -124,6 +125,13 @@ def _scan_items(table: np.ndarray, max_memory: int | None) -> int:
         require_finite(part, "the item table", start, EmbeddingTableError)
         n_zero += int((~np.any(part, axis=1)).sum())
     return n_zero
+
+
+def _zero_items_said(n_zero_items: int, said: bool) -> list[str]:
+    """The warning on the table's zero rows (``said``: the load stage already gave it)."""
+    if not n_zero_items or said:
+        return []
+    return [f"{n_zero_items} item vectors are zero: cosine never serves them (no direction), dot scores them 0"]
 
 
 def _scoring_lists(
@@ -201,12 +209,13 @@ def _named(lists: ScoringLists, popular: np.ndarray) -> dict[str, np.ndarray]:
 
 def _measure_lists(
     lists: dict[str, np.ndarray], ks: list[int], measures: ExposureMeasures, n_items: int, progress: Progress,
-    served_measures: ExposureMeasures | None = None,
+    served_measures: ExposureMeasures | None = None, served_lists: np.ndarray | None = None,
 ) -> tuple[dict[int, CutoffMeasures], dict[str, dict[int, np.ndarray]], GroupTables]:
     """Every exposure measure of every scoring's lists at each K, the exposure counts, and
     the per-user-group table (from the figures the group measures just computed on the
     same :class:`Slots`, so at no extra cost; empty without training profiles).
-    ``served_measures`` measure the served lists (training items may fill them)."""
+    ``served_measures`` measure the served lists (training items may fill them), over the lists-alone
+    catalogue where ``served_lists`` (its indices) are given; the overlaps read the model's rows."""
     at: dict[int, CutoffMeasures] = {}
     exposure: dict[str, dict[int, np.ndarray]] = {name: {} for name in lists}
     tables: GroupTables = {}
@@ -220,9 +229,11 @@ def _measure_lists(
                     continue
                 slots[name] = Slots(rows[:, :k], n_items)
                 these = served_measures if name == SERVED and served_measures is not None else measures
-                measured[name] = these.measure(slots[name])
-                exposure[name][k] = slots[name].counts
-                if (table := group_table(these.context, slots[name])) is not None:
+                own = slots[name] if name != SERVED or served_lists is None else Slots(served_lists[:, :k],
+                                                                                       these.n_items)
+                measured[name] = these.measure(own)
+                exposure[name][k] = own.counts
+                if (table := group_table(these.context, own)) is not None:
                     tables.setdefault(k, {})[name] = [row.to_dict() for row in table]
                 advance(1)
             at[k] = CutoffMeasures(
@@ -237,12 +248,46 @@ def _measure_lists(
 
 
 def _served_measures(measures: ExposureMeasures, served: np.ndarray, population: QueryPopulation,
-                     warnings: list[str]) -> ExposureMeasures:
+                     warnings: list[str], definitions: dict[str, str], catalogue: ServedCatalogue | None = None,
+                     kind: str = "interactions", list_measures: Sequence[ListMeasure] = LIST_MEASURES,
+                     ) -> ExposureMeasures:
     """The served lists' measures, with ``warnings`` saying how many lists re-serve their user's
-    training items: whose are PopRSP/PopREO candidates (:mod:`auditor.metrics.parity_candidates`)."""
-    if (trained := population.row_profiles) is not None:
-        warnings += reserved_said(served, trained, measures.n_items, measures.context.seen_kept)
-    return measures
+    training items: whose are PopRSP/PopREO candidates (:mod:`auditor.metrics.parity_candidates`).
+    With ``catalogue`` (lists, log and holdout by raw id, as lists alone read them) the measures are bound to
+    it, so every served figure is the lists-alone one whatever rows the model's table has (QA13 harms F1, F2)."""
+    seen_kept = measures.context.seen_kept
+    if catalogue is not None:
+        stats = catalogue.stats
+        served_measures = ExposureMeasures(
+            popularity_of(stats, kind), stats.user_counts, stats.n_users,
+            measures=list_measures, item_ids=catalogue.item_ids, profiles=catalogue.profiles,
+            relevant=catalogue.relevant, groups=measures.context.groups,
+            population=None if catalogue.profiles is None else catalogue.population, seen_kept=seen_kept)
+        served, trained = catalogue.lists, catalogue.profiles
+        _served_groups_said(measures, served_measures, definitions, warnings)
+    else:
+        trained, served_measures = population.row_profiles, measures
+    if trained is not None:
+        warnings += reserved_said(served, trained, served_measures.n_items, seen_kept)
+    return served_measures
+
+
+def _served_groups_said(measures: ExposureMeasures, served: ExposureMeasures, definitions: dict[str, str],
+                        warnings: list[str]) -> None:
+    """Beside a model: the served scoring's user groups, drawn as lists alone draw them (the log's and the lists'
+    items by raw id), where they are not the model's scorings' (items without a row in its table: QA13 harms F1)."""
+    mine, theirs = group_sizes(served.context), group_sizes(measures.context)
+    if mine is None or mine == theirs:
+        return
+    definitions["served_user_group_sizes"] = "served scoring's " + group_definitions(served.context)["user_group_sizes"]
+    said = "/".join(f"{n:,}" for n in mine), "/".join(f"{n:,}" for n in theirs or ())
+    warnings.append(f"the served scoring's user groups (niche/diverse/blockbuster: {said[0]} users) are not the "
+                    f"model's scorings' ({said[1]}): the served lists are measured as the same files audited alone "
+                    "measure them, over the items of the training log and the lists by raw id, while dot, cosine and "
+                    "popular read the model's item rows, which lack some of those items or hold others "
+                    "(docs/served-lists.md)")
+    if (note := tied_groups_warning(served.context)) is not None and note != tied_groups_warning(measures.context):
+        warnings.append(f"the served scoring's groups: {note}")
 
 
 def _served_overlaps(slots: dict[str, Slots]) -> dict[str, float]:
@@ -268,6 +313,7 @@ def measure_retrieval(
     groups: GroupPolicy | None = None,
     served: np.ndarray | None = None,
     zero_rows_said: bool = False,
+    served_catalogue: ServedCatalogue | None = None,
 ) -> RetrievalOutcome:
     """Serve the ``population`` by dot product, cosine, every ``settings.alphas`` and
     popularity; measure each scoring's lists at every cut-off. ``zero_rows_said``: the
@@ -278,8 +324,9 @@ def measure_retrieval(
     built-in ones); ``relevant``: CSR of each query's held-out items (the group NDCG and
     PopREO); ``groups``: the popularity groups' cut-offs (default: GroupPolicy's);
     ``served``: the served lists of the queried users (rows aligned with the population,
-    as wide as the longest list), measured as the ``served`` scoring at each K up to its width. Raises :class:`InputError` for ``popularity`` ``users`` without user
-    counts, :class:`EmbeddingTableError` for NaN/inf item vectors.
+    as wide as the longest list), measured as the ``served`` scoring at each K up to its width, over
+    ``served_catalogue`` where given (as lists alone). Raises :class:`InputError` for ``popularity`` ``users`` without
+    user counts, :class:`EmbeddingTableError` for NaN/inf item vectors.
     """
     warnings: list[str] = list(population.warnings)
     n_items, dim = bundle.n_items, bundle.dim
@@ -294,22 +341,21 @@ def measure_retrieval(
     warnings += _settings_notes(settings, n_items)
     table = bundle.item_table
     check_memory_ceiling(settings.max_memory, dim, "the item table", n_items)
-    n_zero_items = _scan_items(table, settings.max_memory)
-    if n_zero_items and not zero_rows_said:
-        warnings.append(
-            f"{n_zero_items} item vectors are zero: cosine never serves them (no direction), dot scores them 0"
-        )
+    warnings += _zero_items_said(_scan_items(table, settings.max_memory), zero_rows_said)
     index_kind, found, definitions = _scoring_lists(population, table, ks, settings, bundle, progress)
     warnings += low_recall_warning(index_kind, found.recall) + found.notes + sampled_error_warning(index_kind, found, popularity, ks)
     exclude = None if population.exclude is None else population.row_profiles
     lists = _unserved_empty(_named(found, popular_lists(measures, ks[-1], population.n_rows, exclude)), population)
     definitions.update(retrieval_definitions(list_measures, settings, population))
     definitions.update(group_definitions(measures.context))
+    served_measures = None
     if served is not None:
         lists[SERVED] = served
         definitions["overlap_served"] = OVERLAP_SERVED_DEFINITION
-    served_measures = None if served is None else _served_measures(measures, served, population, warnings)
-    at, exposure, group_tables = _measure_lists(lists, ks, measures, n_items, progress, served_measures)
+        served_measures = _served_measures(measures, served, population, warnings, definitions, served_catalogue,
+                                           settings.popularity, list_measures)
+    at, exposure, group_tables = _measure_lists(lists, ks, measures, n_items, progress, served_measures,
+                                                None if served_catalogue is None else served_catalogue.lists)
     retrieval = Retrieval(
         n_queries=population.n_queries,
         index=index_kind,

@@ -231,8 +231,13 @@ def _new_items_graded(work: Path, outcome: Outcome) -> None:
     assert report["served"]["head_share_every_list"] == {"3": pytest.approx(1 / 3), "5": pytest.approx(0.2)}
     assert report["verdict"]["severity"] == "moderate", report["verdict"]
     assert report["served"]["cold_slot_share"] == pytest.approx(0.4), report["served"]  # 10 of 25 slots; old: 0.0
-    assert any("have no row in the item table" in w and "counts them by their raw ids all the same, as lists alone "
-               "do" in w for w in report["warnings"]), report["warnings"]
+    assert any("have no row in the item table: the served scoring's figures and the lists' grade (the severity) "
+               "count them by their raw ids all the same, as lists alone do" in w for w in report["warnings"]), \
+        report["warnings"]
+    # ... and the per-K figures count them too (QA13 harms F2): 100 and 101 are long-tail items of popularity 0
+    # in the 5 lists' second and third slots, as alone (old beside: their slots empty, ACLT 2.0, coverage 3/10).
+    figures = report["retrieval"]["at"]["5"]["served"]
+    assert (figures["aclt"], figures["coverage"]) == (pytest.approx(4.0), pytest.approx(5 / 12)), figures
 
 
 def _zero_counts(d: Path) -> Built:
@@ -304,8 +309,9 @@ def _log_item_said(lists: bool) -> Callable[[Path, Outcome], None]:
     'left out of the frequencies'), and stays as it was without lists."""
     def check(work: Path, outcome: Outcome) -> None:
         warning = ("5 interactions (8.3%) reference 1 item id with no row in the item table; they are left out of the "
-                   "frequencies") + ("; the grade of the served lists recs.csv (the severity) counts them by their raw "
-                                     "ids all the same, as lists alone do" if lists else "")
+                   "frequencies") + (" (the model's scorings'); the served lists recs.csv are graded (the severity) and "
+                                     "measured (the served scoring's figures) over them all the same, by their raw "
+                                     "ids, as lists alone are" if lists else "")
         assert warning in json.loads((work / "r.json").read_text())["warnings"]
 
     return check
@@ -382,6 +388,21 @@ OWN_CASES = [
     Case("cli-recs-beside-model-log-item-without-a-row", _log_item_without_a_row("--recommendations", "recs.csv"),
          EXIT_OK, None),
     Case("cli-model-log-item-without-a-row-no-lists", _log_item_without_a_row(), EXIT_OK, None),
+    # ... and its served figures are the lists-alone ones: item 10 in the users' profiles and the popularity, so a
+    # gate that trips alone trips beside the model (QA13 harms F1: old beside ΔGAP diverse -0.28, rc 0).
+    Case("cli-recs-beside-model-log-item-without-a-row-served-gate-trips", _log_item_without_a_row(
+        "--recommendations", "recs.csv", "--fail-on", "gap_delta_diverse_served@2>-0.25"), EXIT_GATE, None,
+        stderr=r"gap_delta_diverse_served@2>-0\.25: -0\.2227 \(TRIPPED\)"),
+    # Listed items without a row are long-tail items of popularity 0 in the served figures beside a model, as alone
+    # (QA13 harms F2: old beside, their slots empty, ACLT 2 and the gate passed).
+    Case("cli-recs-beside-model-new-items-served-gate-trips",
+         _recs("-k", "5", "--fail-on", "aclt_served@5>3", model=True, content="user_id,item_id,rank\n" + "".join(
+             f"{u},{i},{r + 1}\n" for u in range(5) for r, i in enumerate((9, 100, 101, 0, 1)))), EXIT_GATE, None,
+         stderr=r"aclt_served@5>3: 4 \(TRIPPED\)"),
+    Case("cli-recs-alone-new-items-served-gate-trips",
+         _recs("-k", "5", "--fail-on", "aclt_served@5>3", content="user_id,item_id,rank\n" + "".join(
+             f"{u},{i},{r + 1}\n" for u in range(5) for r, i in enumerate((9, 100, 101, 0, 1)))), EXIT_GATE, None,
+         stderr=r"aclt_served@5>3: 4 \(TRIPPED\)"),
     # A RecBole .inter read whole by lists alone (its held-out part counted as training): said (Served F1).
     Case("cli-recs-alone-whole-recbole-inter", _whole_inter, EXIT_OK, None),
     Case("cli-recs-no-model-no-lists", _no_model("--interactions", "log.parquet"), EXIT_USAGE,
