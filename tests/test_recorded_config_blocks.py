@@ -155,6 +155,9 @@ def test_item_side_blocks_and_item_names_come_before_generic_ones() -> None:
     assert recorded.lr is not None and (recorded.lr.value, recorded.lr.key) == (5.0, "item_lr")
     assert recorded.momentum is not None and (recorded.momentum.value, recorded.momentum.key) == (0.0, "item.momentum")
     assert recorded.weight_decay is None  # an item tower's block is the model's, not the optimizer's
+    inside = read_config({"optimizer": "sgd", "model": {"item": {"momentum": 0.1}}, "train": {"item": {"lr": 2.0}}})
+    assert inside.momentum is None  # an item block inside the model is a part of the model
+    assert inside.lr is not None and (inside.lr.value, inside.lr.key) == (2.0, "train.item.lr")
 
 
 @pytest.mark.parametrize("name", sorted(F2_CONFIGS))

@@ -34,6 +34,11 @@ _ITEM_BLOCK = frozenset({"optimizer", "optimiser", "optim", "opt", "learner", "t
 """Words that may stand beside ``item`` in the key of a block of the item's training settings
 (``item_optimizer``, ``item_training``); any other (``item_tower``, ``item_encoder``) makes it
 a block of the model's."""
+_MODEL_PART = frozenset({"model", "models", "net", "network", "module", "modules", "backbone", "tower", "towers",
+                         "encoder", "decoder", "layer", "layers", "norm", "batchnorm", "bn", "mlp", "embedding",
+                         "embeddings", "head", "heads"})
+"""Words of a block's key that make it (and what it holds) a part of the model, whose
+settings (a BatchNorm's ``momentum``) are no optimizer's, even under an ``item`` key."""
 _PYTHON_PATH = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
 _DEPTH = 3
 
@@ -157,8 +162,9 @@ def find_optimizer(config: Mapping[str, Any] | None) -> OptimizerEntry | None:
 
 
 def _item_blocks(found: list[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, Mapping[str, Any]]]:
-    """The blocks whose key names the item side (:func:`item_side`)."""
-    return [(p, b) for p, b in found if p and item_side(p[:-1].rsplit(".", 1)[-1])]
+    """The blocks whose key names the item side (:func:`item_side`), none inside a model part."""
+    return [(p, b) for p, b in found if p and item_side(p[:-1].rsplit(".", 1)[-1])
+            and not any(w in _MODEL_PART for key in p[:-1].split(".")[:-1] for w in _words(key))]
 
 
 def optimizer_scopes(config: Mapping[str, Any] | None, entry: OptimizerEntry | None) -> list[tuple[str, Mapping[str, Any]]]:
