@@ -214,8 +214,9 @@ def test_an_optimizer_holding_a_sparse_tensor_is_matched_without_error() -> None
 
 
 @pytest.mark.parametrize(("settings", "status", "said"), [
-    ({"momentum": 0.9}, "violated", "momentum 0.9 on the item parameters"),
-    ({"weight_decay": 0.01}, "violated", "weight decay 0.01 on the item parameters"),
+    # the number is read at the header config's own key, which the evidence names (QA13 conditions F2)
+    ({"momentum": 0.9}, "violated", "momentum 0.9 (from trace (config.momentum)) on the item parameters"),
+    ({"weight_decay": 0.01}, "violated", "weight decay 0.01 (from trace (config.weight_decay)) on the item parameters"),
     ({}, "holds", "SGD (lr=5, momentum=0, weight_decay=0)"),
 ])
 def test_the_trace_header_records_the_item_optimizers_momentum_and_weight_decay(

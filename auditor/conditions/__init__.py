@@ -27,10 +27,10 @@ from auditor.conditions.c5_growth import assess_c5
 from auditor.conditions.ranking import apply_plugin_evidence
 from auditor.conditions.rates import training_rate
 from auditor.conditions.state_reading import read_optimizer_state, settle_by_declaration
+from auditor.conditions.config_scope import config_value
 from auditor.conditions.facts import (
     Fact,
     RecordedConfig,
-    config_value,
     merge_optimizer_facts,
     read_config,
     read_trace_facts,

@@ -43,7 +43,7 @@ def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
         violations = group.violations()  # the group's kind is the merged kind here
         basis = [Origin.DECLARED if state.declared_match else Origin.STATE]
     else:
-        violations, basis = _violations(facts)
+        violations, basis = _violations(facts, where)
     name = CONDITION_NAMES[C1]
     if violations:
         details["basis"] = min(basis, key=TIERS.__getitem__).value  # one recorded violation suffices
@@ -62,39 +62,43 @@ def assess_c1(state: StateReading, facts: OptimizerFacts) -> Condition:
         if elsewhere:
             evidence += f" [{', '.join(elsewhere)}]"
         return Condition(name, "holds", evidence, details)
-    return Condition(name, "unknown", _unknown_evidence(state, kind, momentum, decay, where, sources), details)
+    return Condition(name, "unknown", _unknown_evidence(state, facts, where), details)
 
 
-def _violations(facts: OptimizerFacts) -> tuple[list[str], list[Origin]]:
-    """Departures from plain SGD the merged facts record, and the sources that record them."""
+def _violations(facts: OptimizerFacts, where: str) -> tuple[list[str], list[Origin]]:
+    """Departures from plain SGD the merged facts record, and the sources that record them
+    (a number read elsewhere than ``where``, the evidence's lead source, names its own)."""
     out: list[tuple[str, Origin]] = []
     kind = facts.kind
     if kind is not None and kind.value in ADAPTIVE:
         out.append((f"{kind.value} rescales each coordinate by its gradient history", kind.origin))
-    if facts.momentum is not None and facts.momentum.value:
-        out.append((f"momentum {facts.momentum.value:g}", facts.momentum.origin))
-    elif facts.momentum_implied and facts.momentum is None and kind is not None:
-        out.append(("momentum (named by the optimizer, value not recorded)", kind.origin))
-    if facts.weight_decay is not None and facts.weight_decay.value:
-        out.append((f"weight decay {facts.weight_decay.value:g}", facts.weight_decay.origin))
+    for label, fact in (("momentum", facts.momentum), ("weight decay", facts.weight_decay)):
+        if fact is not None and fact.value:
+            out.append((f"{label} {fact.value:g}" + (f" (from {fact.source})" if fact.source != where else ""),
+                        fact.origin))
+        elif label == "momentum" and facts.momentum_implied and fact is None and kind is not None:
+            out.append(("momentum (named by the optimizer, value not recorded)", kind.origin))
     if kind is not None and kind.value in ("ASGD", "LBFGS"):
         out.append((f"{kind.value} is not plain SGD", kind.origin))
     return [text for text, _ in out], [origin for _, origin in out]
 
 
-def _unknown_evidence(state: StateReading, kind: str | None, momentum: float | None, decay: float | None,
-                      where: str, sources: dict[str, str]) -> str:
+def _unknown_evidence(state: StateReading, facts: OptimizerFacts, where: str) -> str:
     """Why C1 is unknown: nothing names the item table's optimizer, or what names it leaves open."""
+    kind, sources = None if facts.kind is None else facts.kind.value, facts.sources()
+    momentum = None if facts.momentum is None else facts.momentum.value
+    decay = None if facts.weight_decay is None else facts.weight_decay.value
     if kind is None and momentum is None and decay is None and state.outside:
         return (
             f"the optimizer state does not settle the item table's optimizer ({state.outside}), and no recorded "
             f"optimizer or {setting('optimizer')}/{setting('momentum')}/{setting('weight_decay')} names it"
         )
+    flags = f"{setting('optimizer')}/{setting('momentum')}/{setting('weight_decay')}"
+    unnamed = (f"the recorded config's optimizer entry ({facts.unnamed}) names no optimizer (no name, type, "
+               "class_path or _target_)") if facts.unnamed and kind is None else ""
     if kind is None and momentum is None and decay is None:
-        return (
-            f"no optimizer state, recorded optimizer or "
-            f"{setting('optimizer')}/{setting('momentum')}/{setting('weight_decay')}"
-        )
+        return f"no optimizer state or {flags}, and {unnamed}" if unnamed else \
+            f"no optimizer state, recorded optimizer or {flags}"
     if kind == "SGD":
         missing = [(n, flag) for n, flag, v in (("momentum", "momentum", momentum),
                                                  ("weight decay", "weight_decay", decay)) if v is None]
@@ -107,7 +111,7 @@ def _unknown_evidence(state: StateReading, kind: str | None, momentum: float | N
                                                          ("weight decay", "weight_decay", decay)) if v is not None]
     said = f"{' and '.join(known)} known" if known else "no momentum or weight decay known"
     named = f"not named ({setting('optimizer')})" if kind is None else f"{kind!r}, which is not recognised"
-    return f"{said}, but the optimizer itself is {named}"
+    return f"{said}, but the optimizer itself is {named}" + (f" ({unnamed})" if unnamed else "")
 
 
 def _ambiguous(state: StateReading, details: dict[str, Any]) -> Condition:

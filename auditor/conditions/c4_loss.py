@@ -257,6 +257,10 @@ def _assess_c4(
     scored = _cosine_scores(config, named, details)
     if scored is not None:
         return scored
+    if named is None and config.loss_unnamed:
+        return Condition(name, "unknown", f"the recorded config's loss entry ({config.loss_unnamed}) names no loss "
+                         f"(no name, type, class_path or _target_), and there is no live loss or {setting('loss')}",
+                         details)
     if named is None:
         return Condition(name, "unknown", f"no recorded loss, live loss or {setting('loss')}", details)
     status, why = classify_loss(named[0])

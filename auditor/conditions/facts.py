@@ -18,6 +18,13 @@ from typing import Any, Generic, TypeVar
 
 from auditor.config import DeclaredTraining
 from auditor.errors import setting
+from auditor.conditions.config_scope import (
+    config_value,
+    find_optimizer,
+    named_entry,
+    optimizer_scopes,
+    scoped_value,
+)
 from auditor.conditions.state_reading import StateReading, off_every_group
 from auditor.trace_section import NO_END, TrainingAngles, TrainingSection
 from auditor.optimizers import (
@@ -79,28 +86,14 @@ class Fact(Generic[V]):
 # ---------------------------------------------------------------------------- config
 
 
-def config_value(config: Mapping[str, Any] | None, names: tuple[str, ...], depth: int = 3) -> tuple[Any, str] | None:
-    """The first of ``names`` found in ``config`` (top level first, then nested dicts)."""
-    if not isinstance(config, Mapping):
-        return None
-    lowered = {str(k).lower(): k for k in config}
-    for name in names:
-        if name in lowered and config[lowered[name]] is not None:
-            return config[lowered[name]], str(lowered[name])
-    if depth > 0:
-        for key, value in config.items():
-            if isinstance(value, Mapping):
-                found = config_value(value, names, depth - 1)
-                if found is not None:
-                    return found[0], f"{key}.{found[1]}"
-    return None
-
-
 @dataclass(frozen=True)
 class RecordedConfig:
     """Training settings the file's config records."""
 
     optimizer: Fact[str] | None = None
+    optimizer_unnamed: str = ""
+    loss_unnamed: str = ""
+    """The key path of an optimizer or loss entry recorded as a mapping that names nothing."""
     momentum_implied: bool = False
     """The optimizer's name (``nesterov``, ``momentum``) implies momentum."""
     lr: Fact[float] | None = None
@@ -141,27 +134,31 @@ _TEXT_NAMES: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 
 def read_config(config: Mapping[str, Any] | None) -> RecordedConfig:
-    """The settings in a recorded config (popaudit, Lightning ``hyper_parameters``, ...).
-
-    An optimizer entry may be a name or a mapping (``{"name": "sgd", "lr": ...}`` or a
-    Lightning CLI ``class_path``/``init_args``); numbers inside it come first.
+    """The settings in a recorded config (popaudit, Lightning ``hyper_parameters``, ...),
+    read by one rule (:mod:`~auditor.conditions.config_scope`): an optimizer or loss entry is
+    text or a mapping named under ``name``/``type``/``class_path``/``_target_``…; the
+    optimizer's numbers come only from its own blocks, never another side's or module's.
     """
     found: dict[str, Any] = {}
-    nested: Mapping[str, Any] | None = None
-    hit = config_value(config, ("item_optimizer", "optimizer", "optim", "optimizer_name", "opt", "learner"))
-    if hit is not None:
-        value, key = hit
-        if isinstance(value, Mapping):
-            nested = value.get("init_args") if isinstance(value.get("init_args"), Mapping) else value
-            value = value.get("name") or value.get("type") or value.get("class_path")
-        if isinstance(value, str):
-            kind, found["momentum_implied"] = normalise_optimizer(value)
-            found["optimizer"] = Fact(kind or value, Origin.CONFIG, key)
+    optimizer = find_optimizer(config)
+    if optimizer is not None and optimizer.entry.name is None:  # said by C1
+        found["optimizer_unnamed"] = optimizer.entry.key
+    elif optimizer is not None and optimizer.entry.name is not None:
+        kind, found["momentum_implied"] = normalise_optimizer(optimizer.entry.name)
+        found["optimizer"] = Fact(kind or optimizer.entry.name, Origin.CONFIG, optimizer.entry.key)
+    scopes = optimizer_scopes(config, optimizer)
     for attr, names in _NUMBER_NAMES:
-        number = (config_value(nested, names) if nested is not None else None) or config_value(config, names)
+        number = scoped_value(scopes, names) if attr in OPTIMIZER_SETTINGS else config_value(config, names)
         if number is not None and (amount := as_float(number[0])) is not None:
             found[attr] = Fact(int(amount) if attr == "batch_size" else amount, Origin.CONFIG, number[1])
     for attr, names in _TEXT_NAMES:
+        if attr == "loss":  # a name, or a mapping that names it (or nothing: said by C4)
+            loss = named_entry(config, names)
+            if loss is not None and loss.name is None:
+                found["loss_unnamed"] = loss.key
+            elif loss is not None and loss.name is not None:
+                found["loss"] = Fact(loss.name, Origin.CONFIG, loss.key)
+            continue
         text = config_value(config, names)
         if text is not None and isinstance(text[0], str):
             found[attr] = Fact(text[0], Origin.CONFIG, text[1])
@@ -195,6 +192,8 @@ class OptimizerFacts:
     lr: Fact[float] | None = None
     momentum_implied: bool = False
     """The optimizer's name implies momentum although no value is recorded."""
+    unnamed: str = ""
+    """The key path of the recorded config's optimizer entry that names no optimizer."""
 
     def sources(self) -> dict[str, str]:
         """Setting -> source, in the order the merge took them (C1's ``details``)."""
@@ -272,7 +271,7 @@ def merge_optimizer_facts(
         for name in ("weight_decay",) if implied else ("momentum", "weight_decay"):
             if numbers[name] is None:
                 numbers[name] = Fact(0.0, Origin.ASSUMED, str(declared.optimizer))
-    return OptimizerFacts(kind=kind, momentum_implied=implied, **numbers)
+    return OptimizerFacts(kind=kind, momentum_implied=implied, unnamed=config.optimizer_unnamed, **numbers)
 
 
 def _same(a: float, b: float) -> bool:
@@ -366,7 +365,7 @@ def with_trace(facts: OptimizerFacts, trace: TraceFacts) -> OptimizerFacts:
     adaptive = kind is not None and kind.value in ADAPTIVE
     momentum = facts.momentum if facts.momentum is not None or adaptive else trace.momentum
     decay = facts.weight_decay if facts.weight_decay is not None else trace.weight_decay
-    return OptimizerFacts(kind=kind, momentum=momentum, weight_decay=decay, lr=lr, momentum_implied=implied)
+    return replace(facts, kind=kind, momentum=momentum, weight_decay=decay, lr=lr, momentum_implied=implied)
 
 
 def with_trace_loss(config: RecordedConfig, trace: TraceFacts) -> RecordedConfig:
