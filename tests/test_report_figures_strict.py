@@ -1,4 +1,4 @@
-"""One reader of a report's figures (auditor.flat.ReportReader, QA diffapi F1/F2): a figure is a
+"""One reader of a report's figures (auditor.report_reader.ReportReader, QA diffapi F1/F2): a figure is a
 finite float64 or null, a section an object or null; anything else is a ReportError naming the
 report and the field, for ``diff_reports`` and ``flat_metrics_from_report`` alike (never an
 OverflowError, never read as "not measured")."""
