@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import sys
 from typing import Any, NoReturn
 
 from auditor.errors import ReportError
@@ -54,6 +55,20 @@ class ReportReader:
         if math.isnan(number):
             self.refuse(path, value, "not a finite number or null", shown="NaN")
         return number
+
+    def count(self, holder: Any, key: str, where: str) -> int | None:
+        """``holder[key]``, a count popaudit writes (``inputs.n_items``), as an int: a whole
+        number from 0 within float range, or null (None where missing). The comparability
+        rules compute with it (the head's c = max(1, floor(p/100 · n_items))), so a 400-digit
+        integer is refused here, like a figure, not met as an OverflowError there."""
+        value = holder.get(key) if isinstance(holder, dict) else None
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            self.refuse(f"{where}.{key}", value, "not a count (a whole number from 0) or null")
+        if value > sys.float_info.max:  # an integer of hundreds of digits
+            self.refuse(f"{where}.{key}", value, "beyond float range, not a count or null")
+        return value
 
     def obj(self, value: Any, path: str, *, null: bool = True) -> Any:
         """``value``: an object, or None where it may be null."""
@@ -124,6 +139,9 @@ def report_as_read(report: dict[str, Any], named: str = "the report") -> dict[st
         read.obj((out.get(section) or {}).get(name), f"{section}.{name}")
     if isinstance(out.get("verdict"), dict):  # a verdict of another kind: refused with the report's tag (diff.figures)
         read.verdict(out["verdict"])
+    for section, name in COUNTS:  # read by the comparability rules, which compute with them
+        read.count(out.get(section), name, section)
+    read.figure((out.get("settings") or {}).get("groups"), "popular_percent", "settings.groups")
     for name in ("ks", "alphas"):  # the cut-offs and exponents whose names a gate accepts
         read.listed((out.get("settings") or {}).get(name), f"settings.{name}")
     for section, name in (("retrieval", "at"), ("retrieval", "recall"), ("accuracy", "at")):
@@ -132,6 +150,8 @@ def report_as_read(report: dict[str, Any], named: str = "the report") -> dict[st
     return out
 
 
+COUNTS = (("inputs", "n_items"), ("inputs", "n_interactions"), ("retrieval", "n_queries"))
+"""The counts the diff's comparability rules and notes read (:meth:`ReportReader.count`)."""
 OBJECT_SECTIONS = ("inputs", "settings", "conditions", "frequency_norm", "served_vectors", "training", "served",
                    "retrieval", "accuracy", "measures")
 """The top-level sections popaudit writes as an object (or null where not measured); the
