@@ -6,7 +6,7 @@ once into plain values; measuring takes those values; the verdict is decided fro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import fields as dataclass_fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -58,18 +58,20 @@ def run_audit(
     pm: pluggy.PluginManager | None = None,
     progress: Progress = SILENT,
     cache: InputCache | None = None,
-    inputs_read: Callable[[Mapping[str, str]], None] = lambda _not_measured: None,
+    inputs_read: Callable[[Mapping[str, str], Mapping[str, Any]], None] = lambda _not_measured, _catalogue: None,
 ) -> AuditResult:
     """Audit one model: frequency–norm statistics, retrieval skew, conditions, verdict.
-    ``inputs_read`` sees what the read inputs leave unmeasured before anything is measured
-    (``check`` refuses a gate there that cannot be evaluated). The caller's ``os.environ``
+    ``inputs_read`` sees what the read inputs leave unmeasured, and the catalogue
+    (:func:`catalogue_read`), before anything is measured (``check`` refuses a gate there
+    that cannot be evaluated). The caller's ``os.environ``
     is as it was on return (:mod:`auditor.environment`)."""
     with environment_kept():  # what lazily imported libraries write there is undone
         return _run_audit(config, pm, progress, cache, inputs_read)
 
 
 def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: Progress,
-               cache: InputCache | None, inputs_read: Callable[[Mapping[str, str]], None]) -> AuditResult:
+               cache: InputCache | None,
+               inputs_read: Callable[[Mapping[str, str], Mapping[str, Any]], None]) -> AuditResult:
     pm = pm or get_plugin_manager(config.plugins)
     registered = collect_measures(pm)  # before any work: a malformed plugin measure stops here
     if config.model is None:  # served lists alone (docs/served-lists.md)
@@ -79,7 +81,7 @@ def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: P
 
         return replace(run_lists_audit(config, registered, progress, cache), read_files=read_files(config))
     inputs = load_inputs(config, pm, progress, cache)
-    inputs_read(inputs.not_measured)
+    inputs_read(inputs.not_measured, catalogue_read(inputs, config.ks))
     bundle, stats, warnings, not_measured = inputs.bundle, inputs.stats, inputs.warnings, inputs.not_measured
     # Row blocks sized to the table width: a float64 block stays small whatever n and dim.
     norms = item_norms(bundle.item_table, block=block_rows(bundle.dim, 8, config.max_memory))
@@ -124,6 +126,22 @@ def _run_audit(config: AuditConfig, pm: pluggy.PluginManager | None, progress: P
 
     return AuditResult(**_fields(sections), verdict=decide_verdict(sections), measures=measures,
                        measure_descriptions=measure_descriptions(registered), read_files=read_files(config))
+
+
+def catalogue_read(inputs: AuditInputs, ks: Iterable[int]) -> dict[str, Any]:
+    """What the read model tells a gate's advice before anything is measured: ``n_items``
+    (a K past it is clamped to it) and, with a query population, ``saturated`` (K -> whether
+    the harm is not measured there) for the cut-offs ``ks`` and ``graded_up_to``, as the
+    retrieval will record them (:func:`auditor.retrieval.serving.saturation`)."""
+    n_items, population = inputs.bundle.n_items, inputs.population
+    if population is None:
+        return {"n_items": n_items}
+    from auditor.retrieval.serving import saturated_at, saturation
+
+    found = saturation(sorted({min(k, n_items) for k in ks}), n_items, population.n_queries, population.exclude)
+    having = population.n_queries - found["n_no_candidates"]
+    return {"n_items": n_items, "graded_up_to": found["graded_up_to"],
+            "saturated": {k: saturated_at(n, having) for k, n in found["n_saturated"].items()}}
 
 
 def _check_trace_settings(inputs: AuditInputs, config: AuditConfig, warnings: list[str]) -> None:

@@ -186,6 +186,8 @@ def gates_for(
     alphas: Iterable[float] = DEFAULT_ALPHAS,
     list_measures: Iterable[str] | None = None,
     given: Mapping[str, Any] | None = None,
+    catalogue: Mapping[str, Any] | None = None,
+    wait_for_catalogue: bool = False,
 ) -> list[Gate]:
     """Parse gates for a run with cut-offs ``ks``, audit ``measures`` and
     ``list_measures`` (their names; list measures default to the built-in ones) and
@@ -193,15 +195,21 @@ def gates_for(
     lists every problem; a :func:`~auditor.gate_reasons.well_formed` name these settings do not measure (another
     K or α, or a figure of an input not ``given``: a trace, served lists, a bootstrap,
     :func:`~auditor.gate_reasons.why_inputs_lack`; None: not checked) is an UnmeasuredGateError (exit 1)
-    saying what would measure it, before any audit runs."""
+    saying what would measure it, before any audit runs. A K not asked for is advised by
+    the ``catalogue`` (:func:`~auditor.gate_reasons.why_past_catalogue`); with
+    ``wait_for_catalogue`` and none yet, a refusal that holds one is left to a call once the
+    model is read (``check``: following the advice then runs)."""
     ks, alphas = sorted(set(ks)), list(alphas)
     gates = parse_run_gates(expressions, ks, measures, alphas, list_measures)
     known = set(metric_names(ks, measures, alphas, list_measures))
     unasked = why_each_not_asked({gate: per_k_name(gate.metric, list_measures) for gate in gates
-                                  if gate.metric not in known}, ks, alphas)
+                                  if gate.metric not in known}, ks, alphas, catalogue)
     unasked = {gate: unasked.get(gate) or (why_inputs_lack(gate.metric, given) if given is not None else "")
                for gate in gates}
     unasked = {gate: why for gate, why in unasked.items() if why}
+    if wait_for_catalogue and any(name is not None and name.k not in ks
+                                  for name in (per_k_name(gate.metric, list_measures) for gate in unasked)):
+        return gates  # a K not asked for: the catalogue, read with the model, decides its advice
     if unasked:
         require_measured(list(unasked), [], where="with these settings", reasons=unasked)
     return gates

@@ -89,14 +89,17 @@ def _alpha_of(name: PerK) -> float | None:
 
 
 def why_not_asked(name: PerK | None, ks: Iterable[int], alphas: Iterable[float], *, named_ks: Iterable[float] = (),
-                  named_alphas: Iterable[float] = (), whole: bool = True) -> str:
+                  named_alphas: Iterable[float] = (), whole: bool = True,
+                  catalogue: Mapping[str, Any] | None = None) -> str:
     """Why the settings (cut-offs ``ks``, norm-aware ``alphas``) do not measure ``name``,
     and what would; "" when they ask for it. α 0 and 1 are not measured apart: they are
     cosine's and dot's own lists. ``-k`` and ``--alpha`` replace their defaults, so with
     ``whole`` the advice gives the whole list to pass: the values measured now, then
     ``named_ks``/``named_alphas`` (every value the run's gates name), so that following
     it drops no figure another gate, the verdict or the trade-off reads. ``whole=False``:
-    the bare value (a batch says per row where it goes: cells keep their other values)."""
+    the bare value (a batch says per row where it goes: cells keep their other values).
+    With the ``catalogue`` read (:func:`why_past_catalogue`), a K past it is advised the K
+    that measures it, never one the catalogue clamps."""
     if name is None:
         return "not measured with these settings"
     exponent = _alpha_of(name)
@@ -105,11 +108,40 @@ def why_not_asked(name: PerK | None, ks: Iterable[int], alphas: Iterable[float],
         return f"α={exponent:g} is {same} serving, not measured apart: gate {name.at(name.k, same)} instead"
     ks = list(ks)
     if name.k not in set(ks):
+        if catalogue is not None:  # a K the catalogue clamps names no K: nor does it join the list to pass
+            named_ks = [k for k in named_ks if k <= catalogue["n_items"]]
+            if name.k > catalogue["n_items"]:
+                return why_past_catalogue(name, ks, named_ks, catalogue, whole)
         return f"K={name.k} was not asked for ({_add('ks', name.k, ks, named_ks, whole)})" + _served_length(name, whole)
     alphas = list(alphas)
     if exponent is not None and exponent not in set(alphas):
         return f"α={exponent:g} was not asked for ({_add('alphas', exponent, alphas, named_alphas, whole)})"
     return ""
+
+
+def why_past_catalogue(name: PerK, ks: list[int], named_ks: Iterable[float], catalogue: Mapping[str, Any],
+                       whole: bool) -> str:
+    """The advice for a gate at a K not asked for and past the catalogue (``catalogue``: its
+    ``n_items``, and for the asked Ks below it ``saturated`` and ``graded_up_to`` as the
+    retrieval will record them): the K its figures are filed under, ``n_items``, or, for a
+    comparison of scorings, which measures nothing there (every list holds every candidate), the
+    largest asked K that grades, else ``graded_up_to``; said once the model is read, before
+    anything is measured, so that following it runs (QA13 report F3)."""
+    n_items, graded = catalogue["n_items"], catalogue.get("graded_up_to")
+    said = f"K={name.k} exceeds the catalogue ({n_items} items), which clamps it to {n_items}"
+    if not compares_scorings(name):
+        added = "" if n_items in ks else f" ({_add('ks', n_items, ks, named_ks, whole)})"
+        return f"{said}: gate {name.at(n_items)}{added}"
+    said += f", where every list holds every candidate: {name.stem} measures nothing there"
+    saturated = catalogue.get("saturated") or {}
+    below = [k for k in sorted(ks, reverse=True) if k < n_items and not saturated.get(k, False)]
+    if below:
+        return f"{said}; gate {name.at(below[0])}"
+    if isinstance(graded, int) and graded >= 1:
+        return (f"{said}; gate it at K={graded}, the largest K that holds fewer than every candidate for most "
+                f"queries with a candidate: {name.at(graded)} ({_add('ks', graded, ks, named_ks, whole)})")
+    return (f"{said}; no K can tell the scorings apart: at K=1 already at least half the queries with a candidate "
+            "have that one candidate left, so every scoring serves them the same item")
 
 
 def _served_length(name: PerK, whole: bool) -> str:
@@ -122,13 +154,15 @@ def _served_length(name: PerK, whole: bool) -> str:
             f"more: a K past every list is not measured, and the gate then names the K to gate instead")
 
 
-def why_each_not_asked(names: Mapping[Key, PerK | None], ks: Iterable[int], alphas: Iterable[float]) -> dict[Key, str]:
+def why_each_not_asked(names: Mapping[Key, PerK | None], ks: Iterable[int], alphas: Iterable[float],
+                       catalogue: Mapping[str, Any] | None = None) -> dict[Key, str]:
     """:func:`why_not_asked` of each of ``names`` (a gate's per-K name by its key), each
     advice giving the whole list of cut-offs and α to pass: those measured now and every
-    one that any of ``names`` asks for, so one command measures them all."""
+    one that any of ``names`` asks for, so one command measures them all (with the
+    ``catalogue`` read, none it clamps)."""
     named = named_values(names.values())
-    return {key: why_not_asked(name, ks, alphas, named_ks=named["ks"], named_alphas=named["alphas"])
-            for key, name in names.items()}
+    return {key: why_not_asked(name, ks, alphas, named_ks=named["ks"], named_alphas=named["alphas"],
+                               catalogue=catalogue) for key, name in names.items()}
 
 
 def why_inputs_lack(name: str, given: Mapping[str, Any]) -> str:

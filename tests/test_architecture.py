@@ -34,7 +34,7 @@ Linux-only call."""
 LAZY_STDLIB = frozenset({"ctypes"})
 
 LAYERS: tuple[tuple[str, str], ...] = (
-    ("values", r"auditor(\.(errors|config|values|ranges|model|plugin_api|hookspecs|result|sections|served_section|summaries|flat"
+    ("values", r"auditor(\.(errors|config|values|ranges|model|plugin_api|hookspecs|result|sections|served_section|summaries|flat|report_reader"
                r"|wording|io|output_guard|memory|progress|sampling|idmap|id_shifts|id_spelling|parallel|pool_server|optimizers|probe_results|alpha|lazy_names|trace_section|trace_schema|plugin_names|devices|plain|environment|protocol|mechanism|query_source))?"),
     ("plugins", r"auditor\.plugins(\.(calls|contributions|describe|lending|manager|prints))?"),
     ("load", r"auditor\.loading(\..+)?"),

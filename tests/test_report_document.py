@@ -256,7 +256,7 @@ def test_the_verdict_carries_its_first_seen_k_outside_the_json() -> None:
 ROOT = Path(__file__).resolve().parents[1]
 ALLOWED = {"auditor", "auditor.errors", "auditor.hookspecs", "auditor.io", "auditor.plugin_api", "auditor.result",
            "auditor.sections", "auditor.served_section", "auditor.summaries", "auditor.trace_schema", "auditor.trace_section", "auditor.wording", "auditor.protocol",
-           "auditor.mechanism"}
+           "auditor.mechanism", "auditor.environment"}
 """What report/ may import (values, results, the plugin-facing types and the hook marker)."""
 
 

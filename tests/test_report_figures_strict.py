@@ -1,4 +1,4 @@
-"""One reader of a report's figures (auditor.flat.ReportReader, QA diffapi F1/F2): a figure is a
+"""One reader of a report's figures (auditor.report_reader.ReportReader, QA diffapi F1/F2): a figure is a
 finite float64 or null, a section an object or null; anything else is a ReportError naming the
 report and the field, for ``diff_reports`` and ``flat_metrics_from_report`` alike (never an
 OverflowError, never read as "not measured")."""
@@ -151,3 +151,31 @@ def test_a_section_of_the_wrong_kind_is_refused_naming_its_field(path: str, valu
         diff_reports(edited(path, value), report(), base_name="before.json", new_name="after.json")
     with pytest.raises(ReportError, match=r"^the report: " + message):
         flat_metrics_from_report(edited(path, value))
+
+
+def catalogue(n_items: Any) -> dict[str, Any]:
+    """report() of a catalogue of ``n_items`` with a top-1% head share at K=10."""
+    out = edited("inputs.n_items", n_items)
+    out["retrieval"]["at"]["10"]["dot"]["head_share_1pct"] = 0.1
+    return out
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    (10**400, r"inputs\.n_items is an integer of about 401 digits, beyond float range, not a count or null"),
+    ("800", r"inputs\.n_items is \"800\", not a count \(a whole number from 0\) or null"),
+    (-800, r"inputs\.n_items is -800, not a count"),
+    (800.0, r"inputs\.n_items is 800\.0, not a count"),
+    (True, r"inputs\.n_items is true, not a count"),
+], ids=["400-digits", "text", "negative", "float", "bool"])
+def test_a_catalogue_size_not_a_count_is_a_report_error_both_ways(value: Any, said: str) -> None:
+    # QA13 diffapi F2: a 400-digit n_items reached the head's c = max(1, floor(p/100 · n)) as an OverflowError.
+    for base, new in ((catalogue(500), catalogue(value)), (catalogue(value), catalogue(500))):
+        with pytest.raises(ReportError, match=said):
+            diff_reports(base, new)
+
+
+def test_a_catalogue_size_that_is_a_count_moves_the_head_as_before() -> None:
+    # 500 → 800 items: the top 1% holds c = 5 → 8 items, so the head share is not compared.
+    result = diff_reports(catalogue(500), catalogue(800))
+    assert result.metric("head_share_1pct_dot@10").status == "incomparable"
+    assert diff_reports(catalogue(500), catalogue(None)).metric("head_share_1pct_dot@10").status == "compared"

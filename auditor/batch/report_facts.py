@@ -16,7 +16,8 @@ from auditor.diff.comparability import comparability_notes, comparability_view
 from auditor.diff.compare import figures_apart
 from auditor.diff.notes import Note
 from auditor.errors import ReportError
-from auditor.flat import FlatEntry, gateable_entries, report_as_read
+from auditor.flat import FlatEntry, gateable_entries
+from auditor.report_reader import report_as_read
 from auditor.protocol import report_population
 from auditor.report.batch_rows import PairNote
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from dataclasses import fields as dataclass_fields
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -250,7 +252,7 @@ def _audit(job: _Job) -> _Audited:
     with imports_without_gc():  # the plugins import torch, pyarrow and the loaders
         # Imported once the inputs exist: --help and a missing file need neither numpy nor pluggy.
         from auditor.cli._group import plugin_commands
-        from auditor.gate import gate_notes, gates_for, refuse_unread, unmeasured_reasons, without_void
+        from auditor.gate import gate_notes, gates_for, unmeasured_reasons, without_void
         from auditor.plugins import collect_measures, get_plugin_manager
         from auditor.plugin_api import RenderContext
         from auditor.plugins.renderers import planned_outputs, render, render_files, renderers
@@ -269,9 +271,10 @@ def _audit(job: _Job) -> _Audited:
         )
     try:
         registered = collect_measures(pm)
+        given = {"trace": config.trace, "recommendations": config.recommendations, "bootstrap": config.bootstrap}
+        # A K not asked for waits for the model: the catalogue it clamps such a K to decides the advice.
         gates = gates_for(job.fail_on, config.ks, registered.audit_names, config.alphas, registered.list_names,
-                          given={"trace": config.trace, "recommendations": config.recommendations,
-                                 "bootstrap": config.bootstrap})
+                          given=given, wait_for_catalogue=config.model is not None)
     except UnmeasuredGateError:
         raise  # a gate these settings cannot measure: exit 1 with what would, not a usage error
     except GateError as exc:
@@ -287,7 +290,7 @@ def _audit(job: _Job) -> _Audited:
         from auditor.audit import run_audit
 
     result = run_audit(config, pm=pm, progress=RichProgress(enabled=not job.quiet),
-                       inputs_read=lambda unread: refuse_unread(gates, unread, registered.list_names))
+                       inputs_read=partial(_refuse_at_read, job, registered, gates, given))
     result = runnable_advice(result, config)  # the advice's mitigate command, with this run's inputs
     chosen = [(flag, path) for flag, path in job.files.items() if path is not None]
     files = render_files(result, [(job.formats[flag], path) for flag, path in chosen], pm,
@@ -304,6 +307,19 @@ def _audit(job: _Job) -> _Audited:
     logged = {fmt: render(result, fmt, pm, RenderContext(color=False, width=job.width)) for fmt in REPORT_FORMATS}
     return _Audited(files, stdout, metrics, gates, result, logged, gate=result.verdict.gate, reasons=reasons,
                     gate_notes=said)
+
+
+def _refuse_at_read(job: _Job, registered: Any, gates: list[Any], given: dict[str, Any], unread: Mapping[str, str],
+                    catalogue: Mapping[str, Any]) -> None:
+    """Once the model is read, before anything is measured: the gates at a K not asked for,
+    advised by the catalogue (:func:`~auditor.gate.gates_for`), then those whose section the
+    inputs leave unmeasured (:func:`~auditor.gate.refuse_unread`)."""
+    from auditor.gate import gates_for, refuse_unread
+
+    config = job.config
+    gates_for(job.fail_on, config.ks, registered.audit_names, config.alphas, registered.list_names, given=given,
+              catalogue=catalogue)
+    refuse_unread(gates, unread, registered.list_names)
 
 
 def _confirm_written(chosen: list[tuple[str, Path]], written: list[Path], gated: bool, *, suggest: bool,

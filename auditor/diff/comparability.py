@@ -43,7 +43,7 @@ _UNREAD_RETRIEVAL = ("exposure_shift", "user_groups")
 
 
 def comparability_view(report: dict[str, Any]) -> dict[str, Any]:
-    """The parts of a report (as read, :func:`auditor.flat.report_as_read`) that decide
+    """The parts of a report (as read, :func:`auditor.report_reader.report_as_read`) that decide
     which of its figures compare with another report's: what a caller comparing many
     reports two at a time keeps of each (a fraction of it) instead of the whole report."""
     view = {name: report[name] for name in VIEW_SECTIONS if name in report}

@@ -49,7 +49,8 @@ from typing import Any, Literal
 from auditor.diff.directions import Direction, direction
 from auditor.diff.figures import check_figures, check_tagged, unassessed_reason
 from auditor.diff.comparability import Flag, SettingChange, comparability
-from auditor.flat import FlatEntry, flat_entries, gateable_entries, report_as_read
+from auditor.flat import FlatEntry, flat_entries, gateable_entries
+from auditor.report_reader import report_as_read
 from auditor.errors import ReportError
 from auditor.result import CONDITION_IDS, CONDITION_NAMES, SEVERITIES, json_safe
 from auditor.served_section import LISTS_ONLY_FORMAT
@@ -184,7 +185,7 @@ def diff_reports(base: dict[str, Any], new: dict[str, Any], *, base_name: str | 
     """Compare two JSON reports (``AuditResult.to_dict()``, docs/report.md); ReportError
     when either is not a popaudit report or their schema versions differ. ``base_name`` and
     ``new_name`` (the files read) are named in those errors."""
-    # Read once where they come in (flat.report_as_read): every reader below sees JSON's "10" keys and checked sections.
+    # Read once where they come in (report_reader.report_as_read): every reader below sees JSON's "10" keys and checked sections.
     base, new = _checked_report(base, "base", base_name), _checked_report(new, "new", new_name)
     if base["schema_version"] != new["schema_version"]:
         raise ReportError(f"the reports have schema versions {base['schema_version']} ({_side('base', base_name)}) "
@@ -231,7 +232,7 @@ def _compared(base: dict[str, Any], new: dict[str, Any]) -> ReportDiff:
 
 
 def _checked_report(report: Any, side: str, name: str | None) -> dict[str, Any]:
-    """``report`` as read (:func:`~auditor.flat.report_as_read`); ReportError unless it is a
+    """``report`` as read (:func:`~auditor.report_reader.report_as_read`); ReportError unless it is a
     popaudit report, naming the file when known."""
     named = f"the {side} report" if name is None else f"{side} report {name}"
     if isinstance(report, (str, bytes, os.PathLike)):  # a file's path: not read here (QA11 diffapi F6)
@@ -352,7 +353,7 @@ def _graded_elsewhere(base: dict[str, Any], new: dict[str, Any]) -> str | None:
     cut_offs = {side: {int(k) for k in ((report.get("retrieval") or {}).get("at") or {})}
                 for side, report in (("base", base), ("new", new))}  # fmt: skip
     for side, report, other in (("new", new, "base"), ("base", base, "new")):
-        k = (report.get("verdict") or {}).get("quoted_k")  # an int or None (flat.report_as_read)
+        k = (report.get("verdict") or {}).get("quoted_k")  # an int or None (report_reader.report_as_read)
         if k is None or k in cut_offs[other]:
             continue
         if not cut_offs[other]:  # QA9 diff F2: the other severity is the correlation's alone, which caps at moderate

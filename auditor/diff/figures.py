@@ -11,7 +11,8 @@ import re
 from typing import Any
 
 from auditor.errors import ReportError
-from auditor.flat import flat_entries, shown_json
+from auditor.flat import flat_entries
+from auditor.report_reader import shown_json
 from auditor.result import SCHEMA_VERSION
 from auditor.sections import SEVERITIES
 

@@ -19,6 +19,9 @@ This package imports only popaudit's values and result types; the registry that 
 plugins' renderers is :mod:`auditor.plugins.renderers`.
 """
 
+from auditor.environment import import_rich
 from auditor.plugin_api import RenderContext, Renderer
+
+import_rich()  # before the walkers import it: its first import draws from the global `random`
 
 __all__ = ["RenderContext", "Renderer"]

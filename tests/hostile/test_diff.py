@@ -22,6 +22,11 @@ def report(spearman: float = 0.5, **extra: Any) -> str:
     return json.dumps(body)
 
 
+def headed(n_items: Any, **extra: Any) -> str:
+    """A report of a catalogue of ``n_items`` with a top-1% head share (base: 500 items)."""
+    return report(inputs={"n_items": n_items}, retrieval={"at": {"10": {"dot": {"head_share_1pct": 0.1}}}}, **extra)
+
+
 def held_out(digit: str, ndcg: float) -> str:
     """A report whose accuracy was measured on ``holdout.parquet`` with the fingerprint of 64 ``digit``s."""
     accuracy = {"holdout": "holdout.parquet", "holdout_fingerprint": "sha256:" + digit * 64, "n_holdout_interactions": 300,
@@ -144,6 +149,25 @@ CASES = [
          r"not a finite number or null", absent=r"only the base"),
     Case("-1e400-figure-base", pair(report(), base=report(frequency_norm={"spearman": 0.25}).replace("0.25", "-1e400")),
          EXIT_ERROR, r"^Error: base report base\.json: frequency_norm\.spearman is a number beyond float range"),
+    # A count the comparability rules compute with (the head's c from inputs.n_items): a 401-digit
+    # integer was an OverflowError traceback (QA13 diffapi F2); now refused like a figure, naming the field.
+    Case("huge-int-n-items", pair(headed(10**400), base=headed(500)), EXIT_ERROR,
+         r"^Error: new report new\.json: inputs\.n_items is an integer of about 401 digits, beyond float range, not a "
+         r"count or null", absent=r"Traceback|OverflowError"),
+    Case("huge-int-n-items-base", pair(headed(800), base=headed(10**400)), EXIT_ERROR,
+         r"^Error: base report base\.json: inputs\.n_items is an integer of about 401 digits", absent=r"Traceback"),
+    Case("text-n-items", pair(headed("800"), base=headed(500)), EXIT_ERROR,
+         r"^Error: new report new\.json: inputs\.n_items is \x22800\x22, not a count \(a whole number from 0\) or null"),
+    Case("negative-n-items", pair(headed(-800), base=headed(500)), EXIT_ERROR, r"inputs\.n_items is -800, not a count"),
+    Case("float-n-items", pair(headed(800.0), base=headed(500)), EXIT_ERROR, r"inputs\.n_items is 800\.0, not a count"),
+    Case("bool-n-interactions", pair(report(inputs={"n_interactions": True})), EXIT_ERROR,
+         r"inputs\.n_interactions is true, not a count"),
+    Case("huge-int-n-queries", pair(report(retrieval={"n_queries": 10**400})), EXIT_ERROR,
+         r"retrieval\.n_queries is an integer of about 401 digits, beyond float range, not a count"),
+    Case("huge-int-popular-percent", pair(headed(800, settings={"groups": {"popular_percent": 10**400}}),
+                                          base=headed(500, settings={"groups": {"popular_percent": 20.0}})),
+         EXIT_ERROR, r"^Error: new report new\.json: settings\.groups\.popular_percent is an integer of about 401 "
+         r"digits, beyond float range", absent=r"Traceback|OverflowError"),
     # Figures and sections the old walk skipped were read as "not measured" (QA diffapi F2).
     Case("text-served-vectors-figure", pair(report(served_vectors={"frequency_norm": {"spearman": "0.1"}})), EXIT_ERROR,
          r"^Error: new report new\.json: served_vectors\.frequency_norm\.spearman is \x220\.1\x22, not a number"),

@@ -456,9 +456,19 @@ CASES = [
          _check("--fail-on", "gini_alpha_0.3@10>0.95", "--fail-on", "gini_alpha_0.4@10>0.95"), EXIT_ERROR,
          r"gini_alpha_0\.3@10>0\.95: α=0\.3 was not asked for \(add --alpha 0\.3; --alpha replaces the α measured now "
          r"\(0\.25, 0\.5, 0\.75\), so pass them all: --alpha 0\.25 --alpha 0\.5 --alpha 0\.75 --alpha 0\.3 --alpha 0\.4\)"),
-    Case("fail-on-k-not-asked-names-every-k", _check("-k", "10", "--fail-on", "gini_dot@20>0.95"), EXIT_ERROR,
-         r"K=20 was not asked for \(add -k 20; -k replaces the cut-offs measured now \(10\), so pass them all: "
-         r"-k 10 -k 20\)$"),
+    Case("fail-on-k-not-asked-names-every-k", _check("-k", "5", "--fail-on", "gini_dot@8>0.95"), EXIT_ERROR,
+         r"K=8 was not asked for \(add -k 8; -k replaces the cut-offs measured now \(5\), so pass them all: "
+         r"-k 5 -k 8\)$"),
+    # QA13 report F3: a K past the catalogue (10 items) was advised "add -k 20", which then failed as clamped to 10;
+    # the advice, said once the model is read, names the K that measures it.
+    Case("fail-on-k-past-the-catalogue", _check("-k", "5", "--fail-on", "gini_dot@20>0.95"), EXIT_ERROR,
+         r"gini_dot@20>0\.95: K=20 exceeds the catalogue \(10 items\), which clamps it to 10: gate gini_dot@10 \(add "
+         r"-k 10; -k replaces the cut-offs measured now \(5\), so pass them all: -k 5 -k 10\)$"),
+    Case("fail-on-k-past-the-catalogue-asked", _check("-k", "10", "--fail-on", "gini_dot@20>0.95"), EXIT_ERROR,
+         r"K=20 exceeds the catalogue \(10 items\), which clamps it to 10: gate gini_dot@10$"),
+    Case("fail-on-ratio-past-the-catalogue", _check("-k", "5", "--fail-on", "head_share_1pct_ratio@20>1"), EXIT_ERROR,
+         r"K=20 exceeds the catalogue \(10 items\), which clamps it to 10, where every list holds every candidate: "
+         r"head_share_1pct_ratio measures nothing there; gate "),
     Case("fail-on-undefined", _check("--no-retrieval", "--bootstrap", "0", "--fail-on", "spearman_ci_lo>0"), EXIT_ERROR,
          r"cannot evaluate --fail-on spearman_ci_lo>0: no CI without a bootstrap \(--bootstrap 0\)$"),
     # Measures F4: a correlation gate on a table of one norm (a cured model) says which gate still judges it.
