@@ -56,7 +56,7 @@ def test_nan_warning_names_number_column_and_first_row(tmp_path):
     counts = count_item_ids(LogSpec(path))
     from auditor.loading.statistics import _left_out  # the words item_stats appends
     stats = align_counts(counts, ItemRows(None, N))
-    notes = _left_out(counts, path, stats, True)
+    notes = _left_out(counts, path, stats, True, None)
     assert notes[0].endswith("have an empty item id ('item_id' column, first at data row 6); they are left out")
     assert notes[0].startswith("5 interactions in ")
 

@@ -84,19 +84,23 @@ def float_format(name: str) -> tuple[float, float] | None:
     has (bfloat16, the float8 formats: the smallest normal times epsilon); None for a
     dtype that is not a float (integer tables: only exact ties count)."""
     try:
-        kind = np.dtype(name)
+        kind: np.dtype[Any] | None = np.dtype(name)
     except TypeError:
-        import torch  # names numpy does not know; torch is imported by every audit already
-
-        dtype = getattr(torch, name, None)
-        if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-            return None
-        info = torch.finfo(dtype)
-        return float(info.eps), float(info.smallest_normal) * float(info.eps)
-    if not np.issubdtype(kind, np.floating):
+        kind = None
+    if kind is not None and np.issubdtype(kind, np.floating):
+        finfo = np.finfo(kind)
+        return float(finfo.eps), float(finfo.smallest_subnormal)
+    if kind is not None and kind.kind in "biuc":  # integers, booleans, complex: no float format
         return None
-    finfo = np.finfo(kind)
-    return float(finfo.eps), float(finfo.smallest_subnormal)
+    # Names numpy does not know, or knows only once ml_dtypes (keras, jax) has registered
+    # them, as non-float "V" types: torch defines them. Torch is imported by every audit already.
+    import torch
+
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        return None
+    info = torch.finfo(dtype)
+    return float(info.eps), float(info.smallest_normal) * float(info.eps)
 
 
 def norm_precision(table: Any, stored: str | None = None) -> NormPrecision:
